@@ -1,0 +1,384 @@
+"""Accelerator benchmark: sampler decode rate against the memory-bandwidth roofline, PPO step MFU.
+
+Default shape: Qwen2.5-1.5B (``preset("qwen2.5-1.5b")``), random weights initialised on the device
+(``init_model``), so no checkpoint is needed. Two measurements, each timed after a warm-up call that
+compiles it:
+
+1. Decode: ``generate`` (the project's jitted prefill + while-loop decode), greedy, no EOS, so every
+   row decodes the whole budget; weights and KV cache in ``--dtype`` (bfloat16). Default batch 128,
+   prompt 512, 256 new tokens. The decode rate is ``batch * (new_tokens - 1) / (t(new_tokens) - t(1))``
+   with medians over ``--rounds`` (a ``max_new_tokens=1`` call is the prefill alone; it holds a cache
+   of ``prompt + 1`` slots instead of ``prompt + new_tokens``, so its prefill is slightly cheaper and
+   the rate is, if anything, under-stated). Its physical limit, the decode roofline: every decode step
+   must read all weights and the KV cache of the context so far from memory, so
+   ``tokens/s <= batch * bandwidth / (weight bytes + KV bytes per step)`` with the KV bytes at the mean
+   context ``prompt + new_tokens / 2`` (``2 * layers * batch * context * kv_heads * head_dim`` values).
+2. Train: one PPO optimizer step (``milegpo_jax.train.ppo.ppo_update``: forward + backward over
+   ``--train-microbatch`` row micro-batches of ``--train-seq`` tokens, gradient accumulation, then
+   clipped AdamW) over ``--train-rows`` full-length rows; parameters in ``--train-param-dtype``
+   (float32 master weights), compute in ``--dtype``. Model FLOPs per step, as in PaLM (Chowdhery et
+   al. 2022, appendix B) with the attention term halved for the causal mask:
+   ``6 * N * tokens + 6 * layers * heads * head_dim * seq * tokens``, with ``N`` the parameters that
+   multiply activations (all of them when the embedding is tied, as in 1.5B; without the input
+   embedding table otherwise). MFU = model FLOPs / step time / peak bf16 dense FLOP/s; ``mfu_6n``
+   counts the ``6 * N * tokens`` term alone.
+
+Device limits come from ``DEVICE_SPECS`` by ``jax.devices()[0].device_kind``; ``--peak-tflops`` and
+``--bandwidth-gbs`` override them (or supply them for a device not in the table). A limit that is
+unknown is printed as "limit unknown" and its ratio is ``null`` in the JSON line.
+
+Ends with one JSON line ``{"bench": "device", "decode_tokens_per_s": ..., "decode_roofline_fraction":
+..., "mfu": ..., ...}``. Run: ``python -m experiments.bench.device`` (GPU/TPU, a few minutes);
+``--smoke`` runs a tiny model and batch in seconds on any backend (CPU included) to check the code path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import statistics
+import time
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceSpec:
+    name: str
+    peak_tflops: float  # bf16 dense (no 2:4 sparsity), per chip
+    bandwidth_gbs: float  # HBM, GB/s (1e9 bytes/s), per chip
+    source: str
+
+
+_NVIDIA = "NVIDIA datasheet"
+_TPU_DOCS = "Cloud TPU docs"
+# Matched in order against device_kind (case-insensitive; every listed fragment must occur), most
+# specific first. NVIDIA datasheets quote bf16 Tensor Core FLOP/s with 2:4 sparsity; dense is half:
+# H100/H200 SXM 1,979 -> 989.5 TFLOP/s, H100 PCIe 1,513 -> 756.5, H100/H200 NVL 1,671 -> 835.5,
+# A100 312 dense. HBM: H200 4.8 TB/s, H100 SXM 3.35, H100 NVL 3.9, H100 PCIe 2.0, A100 80GB SXM 2.039,
+# A100 80GB PCIe 1.935, A100 40GB 1.555 (NVIDIA H200, H100 and A100 Tensor Core GPU datasheets).
+# TPUs: "Peak compute per chip (bf16)" and HBM bandwidth from cloud.google.com/tpu/docs/{v4,v5e,v5p,v6e}:
+# v4 275 TFLOP/s 1,200 GB/s; v5e 197, 819; v5p 459, 2,765; v6e (Trillium) 918, 1,640. JAX names
+# v5e "TPU v5 lite", v6e "TPU v6 lite", v5p "TPU v5" (newer runtimes: "TPU v5p").
+DEVICE_SPECS: tuple[tuple[tuple[str, ...], DeviceSpec | None], ...] = (
+    (("gh200",), None),  # Grace Hopper: H100-class compute, its own HBM; not "H200" (use the flags)
+    (("h200", "nvl"), DeviceSpec("NVIDIA H200 NVL", 835.5, 4800.0, _NVIDIA)),
+    (("h200",), DeviceSpec("NVIDIA H200 SXM", 989.5, 4800.0, _NVIDIA)),
+    (("h100", "nvl"), DeviceSpec("NVIDIA H100 NVL", 835.5, 3900.0, _NVIDIA)),
+    (("h100", "pcie"), DeviceSpec("NVIDIA H100 PCIe", 756.5, 2000.0, _NVIDIA)),
+    (("h100",), DeviceSpec("NVIDIA H100 SXM", 989.5, 3350.0, _NVIDIA)),
+    (("a100", "80gb", "pcie"), DeviceSpec("NVIDIA A100 80GB PCIe", 312.0, 1935.0, _NVIDIA)),
+    (("a100", "80gb"), DeviceSpec("NVIDIA A100 80GB SXM", 312.0, 2039.0, _NVIDIA)),
+    (("a100",), DeviceSpec("NVIDIA A100 40GB", 312.0, 1555.0, _NVIDIA)),
+    (("tpu v4",), DeviceSpec("TPU v4", 275.0, 1200.0, _TPU_DOCS)),
+    (("tpu v5 lite",), DeviceSpec("TPU v5e", 197.0, 819.0, _TPU_DOCS)),
+    (("tpu v5e",), DeviceSpec("TPU v5e", 197.0, 819.0, _TPU_DOCS)),
+    (("tpu v5",), DeviceSpec("TPU v5p", 459.0, 2765.0, _TPU_DOCS)),  # "TPU v5" and "TPU v5p"
+    (("tpu v6",), DeviceSpec("TPU v6e", 918.0, 1640.0, _TPU_DOCS)),  # "TPU v6 lite" and "TPU v6e"
+)
+
+
+def device_spec(device_kind: str) -> DeviceSpec | None:
+    """The table's entry for a ``jax.Device.device_kind``, or None (CPU, or a chip not listed)."""
+    kind = device_kind.lower()
+    for fragments, spec in DEVICE_SPECS:
+        if all(fragment in kind for fragment in fragments):
+            return spec
+    return None
+
+
+def device_limits(device_kind: str, peak_tflops: float | None, bandwidth_gbs: float | None) -> dict:
+    """Peak bf16 TFLOP/s and bandwidth GB/s (None when unknown): a flag wins over the table."""
+    spec = device_spec(device_kind)
+    peak = peak_tflops if peak_tflops is not None else (spec.peak_tflops if spec else None)
+    bandwidth = bandwidth_gbs if bandwidth_gbs is not None else (spec.bandwidth_gbs if spec else None)
+    sources = []
+    if spec is not None and (peak_tflops is None or bandwidth_gbs is None):
+        sources.append(f"{spec.name}, {spec.source}")
+    if peak_tflops is not None or bandwidth_gbs is not None:
+        sources.append("command-line override")
+    return {"peak_tflops": peak, "bandwidth_gbs": bandwidth, "limits_source": "; ".join(sources) or None}
+
+
+def kv_bytes_per_token(config) -> int:
+    """Bytes of keys + values one token adds to the cache, over all layers (cache in compute dtype)."""
+    return 2 * config.num_layers * config.num_kv_heads * config.head_dim * config.compute_dtype.itemsize
+
+
+def decode_roofline(weight_bytes: int, kv_token_bytes: int, batch: int, mean_context: float, bandwidth_gbs: float) -> float:
+    """New tokens/s if each decode step only had to stream the weights and the batch's KV cache."""
+    step_bytes = weight_bytes + kv_token_bytes * batch * mean_context
+    return batch * bandwidth_gbs * 1e9 / step_bytes
+
+
+def matmul_params(config, params: int) -> int:
+    """Parameters that multiply activations: a tied embedding is the LM head; an untied input table is
+    only gathered from."""
+    return params if config.tie_word_embeddings else params - config.vocab_size * config.hidden_size
+
+
+def train_flops(config, params: int, rows: int, seq: int) -> tuple[float, float]:
+    """(6N term, causal attention term) of one training step over ``rows x seq`` tokens."""
+    tokens = rows * seq
+    dense = 6.0 * matmul_params(config, params) * tokens
+    attention = 6.0 * config.num_layers * config.num_heads * config.head_dim * seq * tokens
+    return dense, attention
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny model and batch: checks the code path in seconds")
+    parser.add_argument("--preset", default="qwen2.5-1.5b", help="a public shape (milegpo_jax.models.PRESETS)")
+    parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"], help="compute dtype")
+    parser.add_argument("--train-param-dtype", default="float32", choices=["float32", "bfloat16"])
+    parser.add_argument("--batch", type=int, default=128, help="decode rows")
+    parser.add_argument("--prompt", type=int, default=512, help="prompt tokens per row")
+    parser.add_argument("--new-tokens", type=int, default=256)
+    parser.add_argument("--rounds", type=int, default=3, help="timed generate calls of each kind")
+    parser.add_argument("--train-rows", type=int, default=16, help="rows in the one PPO mini-batch")
+    parser.add_argument("--train-microbatch", type=int, default=4, help="rows per forward/backward")
+    parser.add_argument("--train-seq", type=int, default=1024, help="tokens per row")
+    parser.add_argument("--train-steps", type=int, default=3, help="timed optimizer steps")
+    parser.add_argument("--logits-chunk", type=int, default=256, help="time chunk of the LM head in the loss")
+    parser.add_argument("--remat", default="none", choices=["none", "full", "dots"])
+    parser.add_argument("--peak-tflops", type=float, default=None, help="override: peak bf16 dense TFLOP/s")
+    parser.add_argument("--bandwidth-gbs", type=float, default=None, help="override: memory bandwidth, GB/s")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.batch, args.prompt, args.new_tokens, args.rounds = 4, 16, 32, 3
+        args.train_rows, args.train_microbatch, args.train_seq, args.train_steps = 4, 2, 32, 2
+        args.logits_chunk = 16
+    if args.train_rows % args.train_microbatch:
+        parser.error("--train-rows must be a multiple of --train-microbatch")
+    if args.train_seq % args.logits_chunk:
+        parser.error("--train-seq must be a multiple of --logits-chunk")
+    for name in ("peak_tflops", "bandwidth_gbs"):
+        value = getattr(args, name)
+        if value is not None and not (math.isfinite(value) and value > 0):
+            parser.error(f"--{name.replace('_', '-')} must be a positive number")
+    return args
+
+
+def _model_config(args, param_dtype: str):
+    from milegpo_jax.models import ModelConfig, preset
+
+    if args.smoke:
+        return ModelConfig(
+            vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
+            tie_word_embeddings=True, param_dtype=param_dtype, dtype=args.dtype, remat=args.remat,
+        )
+    return preset(args.preset, param_dtype=param_dtype, dtype=args.dtype, remat=args.remat)
+
+
+def _timed(fn) -> float:
+    start = time.perf_counter()
+    fn()
+    return time.perf_counter() - start
+
+
+def _bench_decode(args) -> dict:
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from milegpo_jax.models import init_model
+    from milegpo_jax.sampling import SamplingConfig, generate
+
+    config = _model_config(args, args.dtype)  # decode weights in the compute dtype, as served
+    model = init_model(config, seed=args.seed)
+    weight_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
+    prompts = np.random.default_rng(args.seed).integers(0, config.vocab_size, (args.batch, args.prompt), dtype=np.int32)
+    greedy = SamplingConfig(max_new_tokens=args.new_tokens, temperature=0.0)
+    prefill_only = greedy.replace(max_new_tokens=1)
+
+    compile_s = _timed(lambda: generate(model, prompts, greedy))  # generate returns host arrays: synchronous
+    generate(model, prompts, prefill_only)  # its own compile, not timed
+    full_s, prefill_s = [], []
+    for _ in range(args.rounds):  # interleaved, so drift hits both alike
+        full_s.append(_timed(lambda: generate(model, prompts, greedy)))
+        prefill_s.append(_timed(lambda: generate(model, prompts, prefill_only)))
+    full, prefill = statistics.median(full_s), statistics.median(prefill_s)
+    if full <= prefill:
+        raise RuntimeError(f"decode time not measurable: generate {full:.4f} s <= prefill alone {prefill:.4f} s")
+    return {
+        "config": config,
+        "weight_bytes": weight_bytes,
+        "decode_s": full - prefill,
+        "decode_tokens_per_s": args.batch * (args.new_tokens - 1) / (full - prefill),
+        "generate_s": full,
+        "generate_tokens_per_s": args.batch * args.new_tokens / full,
+        "prefill_s": prefill,
+        "decode_compile_and_first_call_s": compile_s,
+    }
+
+
+def _bench_train(args) -> dict:
+    import jax
+    import numpy as np
+    from flax import nnx
+
+    from milegpo_jax.config import OptimSection
+    from milegpo_jax.models import init_model
+    from milegpo_jax.train.loss import PPOLossConfig
+    from milegpo_jax.train.optim import make_optimizer
+    from milegpo_jax.train.ppo import ppo_update
+
+    config = _model_config(args, args.train_param_dtype)
+    model = init_model(config, seed=args.seed)
+    optimizer = nnx.Optimizer(model, make_optimizer(OptimSection()), wrt=nnx.Param)
+    rng = np.random.default_rng(args.seed)
+    rows, seq = args.train_rows, args.train_seq
+    ids = rng.integers(0, config.vocab_size, (rows, seq + 1), dtype=np.int32)
+    response = np.zeros((rows, seq), np.float32)
+    response[:, seq // 2 :] = 1.0  # a prompt half and a response half; every position is a real token
+    uniform = np.full((rows, seq), -math.log(config.vocab_size), np.float32)
+    batch = {
+        "inputs": ids[:, :-1],
+        "targets": ids[:, 1:],
+        "attention_mask": np.ones((rows, seq), np.int32),
+        "response_mask": response,
+        "old_logprobs": uniform,
+        "advantages": rng.standard_normal(rows).astype(np.float32),
+    }
+
+    def step():
+        history = ppo_update(
+            model, optimizer, batch, uniform, PPOLossConfig(), minibatch_rows=rows,
+            microbatch_rows=args.train_microbatch, rng=rng, chunk_size=args.logits_chunk,
+        )
+        jax.block_until_ready(nnx.state(model))
+        return history
+
+    compile_s = _timed(step)
+    times, histories = [], []
+    for _ in range(args.train_steps):
+        start = time.perf_counter()
+        histories.append(step())
+        times.append(time.perf_counter() - start)
+    loss = histories[-1][-1]["loss"]
+    if not math.isfinite(loss):
+        raise RuntimeError(f"PPO loss is not finite: {loss}")
+    return {"train_step_s": statistics.median(times), "train_compile_and_first_step_s": compile_s}
+
+
+def _fraction(measured: float, limit: float | None) -> float | None:
+    return None if limit is None else measured / limit
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = _parse(argv)
+
+    import jax
+
+    from milegpo_jax.models import num_params
+
+    device = jax.devices()[0]
+    limits = device_limits(device.device_kind, args.peak_tflops, args.bandwidth_gbs)
+    peak, bandwidth = limits["peak_tflops"], limits["bandwidth_gbs"]
+
+    decode = _bench_decode(args)
+    config = decode.pop("config")
+    params = num_params(config)
+    kv_token_bytes = kv_bytes_per_token(config)
+    mean_context = args.prompt + args.new_tokens / 2
+    kv_step_bytes = kv_token_bytes * args.batch * mean_context
+    roofline = None if bandwidth is None else decode_roofline(
+        decode["weight_bytes"], kv_token_bytes, args.batch, mean_context, bandwidth
+    )
+
+    train = _bench_train(args)
+    dense_flops, attention_flops = train_flops(config, params, args.train_rows, args.train_seq)
+    step_s = train["train_step_s"]
+    tokens = args.train_rows * args.train_seq
+    achieved_tflops = (dense_flops + attention_flops) / step_s / 1e12
+    dense_tflops = dense_flops / step_s / 1e12
+
+    shape = "smoke (tiny model)" if args.smoke else args.preset
+    peak_text = f"{peak:g} TFLOP/s bf16 dense" if peak else "peak FLOP/s unknown"
+    bandwidth_text = f"{bandwidth:g} GB/s" if bandwidth else "bandwidth unknown"
+    source_text = f" ({limits['limits_source']})" if limits["limits_source"] else ""
+    print(
+        f"device: {device.device_kind} ({device.platform}, {jax.device_count()} device(s), benchmark uses 1); "
+        f"limits: {peak_text}, {bandwidth_text}{source_text}"
+    )
+    print(
+        f"model: {shape}, {params / 1e6:.1f} M params ({matmul_params(config, params) / 1e6:.1f} M in matmuls), "
+        f"compute {args.dtype}; decode: weights {args.dtype} ({decode['weight_bytes'] / 1e9:.3f} GB), batch "
+        f"{args.batch}, prompt {args.prompt}, {args.new_tokens} new tokens, greedy, KV {kv_step_bytes / 1e9:.3f} GB "
+        f"per step at the mean context; train: {args.train_rows} rows x {args.train_seq} tokens per PPO step "
+        f"(micro-batches of {args.train_microbatch}), params {args.train_param_dtype}, remat {args.remat}"
+    )
+
+    def limit_cells(limit, fraction, fmt):
+        if limit is None:
+            return f"{'limit unknown':>16}{'':>10}"
+        return f"{format(limit, fmt):>16}{fraction:>10.1%}"
+
+    print(f"{'':<30}{'measured':>14}{'limit':>16}{'ratio':>10}")
+    print(
+        f"{'decode new tokens/s':<30}{decode['decode_tokens_per_s']:>14,.0f}"
+        f"{limit_cells(roofline, _fraction(decode['decode_tokens_per_s'], roofline), ',.0f')}"
+        "   roofline: batch * bandwidth / (weight + KV bytes per step)"
+    )
+    print(
+        f"{'train model TFLOP/s (MFU)':<30}{achieved_tflops:>14.4g}"
+        f"{limit_cells(peak, _fraction(achieved_tflops, peak), ',.1f')}"
+        "   (6 N tokens + 6 L H d_head T tokens) / step time"
+    )
+    print(
+        f"{'  6N term only':<30}{dense_tflops:>14.4g}{limit_cells(peak, _fraction(dense_tflops, peak), ',.1f')}"
+    )
+    print(
+        f"generate {decode['generate_s']:.3f} s/batch ({decode['generate_tokens_per_s']:,.0f} new tok/s end to end), "
+        f"prefill {decode['prefill_s']:.3f} s, decode {decode['decode_s']:.3f} s; compile + first call "
+        f"{decode['decode_compile_and_first_call_s']:.1f} s. PPO step {step_s:.3f} s "
+        f"({tokens / step_s:,.0f} tokens/s); compile + first step {train['train_compile_and_first_step_s']:.1f} s"
+    )
+
+    def rounded(x, digits=4):  # significant digits: a smoke run's tiny TFLOP/s must not round to 0
+        return None if x is None else float(f"{x:.{digits}g}")
+
+    figures = {
+        "bench": "device",
+        "smoke": args.smoke,
+        "device_kind": device.device_kind,
+        "platform": device.platform,
+        "limits_source": limits["limits_source"],
+        "peak_tflops": peak,
+        "bandwidth_gbs": bandwidth,
+        "decode_tokens_per_s": round(decode["decode_tokens_per_s"], 1),
+        "decode_roofline_tokens_per_s": rounded(roofline, 6),
+        "decode_roofline_fraction": rounded(_fraction(decode["decode_tokens_per_s"], roofline)),
+        "train_model_tflops_per_s": rounded(achieved_tflops),
+        "mfu": rounded(_fraction(achieved_tflops, peak)),
+        "mfu_6n": rounded(_fraction(dense_tflops, peak)),
+        "train_step_s": round(step_s, 4),
+        "train_tokens_per_s": round(tokens / step_s, 1),
+        "train_flops_per_step": dense_flops + attention_flops,
+        "train_attention_flops_per_step": attention_flops,
+        "generate_s": round(decode["generate_s"], 4),
+        "generate_tokens_per_s": round(decode["generate_tokens_per_s"], 1),
+        "prefill_s": round(decode["prefill_s"], 4),
+        "decode_s": round(decode["decode_s"], 4),
+        "decode_compile_and_first_call_s": round(decode["decode_compile_and_first_call_s"], 2),
+        "train_compile_and_first_step_s": round(train["train_compile_and_first_step_s"], 2),
+        "model": shape,
+        "params": params,
+        "weight_bytes": decode["weight_bytes"],
+        "kv_bytes_per_step": kv_step_bytes,
+        "batch": args.batch,
+        "prompt": args.prompt,
+        "new_tokens": args.new_tokens,
+        "train_rows": args.train_rows,
+        "train_microbatch": args.train_microbatch,
+        "train_seq": args.train_seq,
+        "dtype": args.dtype,
+        "train_param_dtype": args.train_param_dtype,
+    }
+    print(json.dumps(figures))
+    return figures
+
+
+if __name__ == "__main__":
+    main()
