@@ -4,6 +4,10 @@
 
 A work directory that already holds checkpoints resumes from the newest readable one. The last line
 printed is one JSON object with the run's figures (ARCHITECTURE.md).
+
+Multi-host: run the same command on every host with ``--config.distributed.*`` set (or
+``--config.distributed.auto=true`` on a Cloud TPU pod slice / SLURM); the work directory must be on
+storage every host sees. See the README's multi-host recipe.
 """
 
 from __future__ import annotations
@@ -36,12 +40,18 @@ def main(argv: list[str] | None = None) -> dict:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
+    from milegpo_jax import multihost
+
+    if config.distributed.enabled:  # before anything else touches JAX
+        d = config.distributed
+        multihost.initialize(d.coordinator_address, d.num_processes, d.process_id, auto=d.auto)
     from milegpo_jax.train.trainer import Trainer
 
     start = time.time()
     summary = Trainer(config, args.workdir).run()
     summary["wall_s"] = round(time.time() - start, 1)
-    print(json.dumps(summary))
+    if multihost.is_lead():
+        print(json.dumps(summary))
     return summary
 
 

@@ -82,6 +82,7 @@ HASH_EXCLUDED = (
     "env.reset_timeout_s",
     "mesh",
     "logging",
+    "distributed",
 )
 
 
@@ -444,6 +445,33 @@ class LoggingSection:
 
 
 @dataclasses.dataclass(frozen=True)
+class DistributedSection:
+    """Multi-host JAX (``jax.distributed``): leave unset on a single host. Every host runs the same
+    command with its own ``process_id``; see the README's multi-host recipe."""
+
+    coordinator_address: str | None = None  # "host:port" of process 0 (else $JAX_COORDINATOR_ADDRESS)
+    num_processes: int | None = None
+    process_id: int | None = None
+    auto: bool = False  # let JAX detect the cluster (Cloud TPU pod slices, SLURM, Open MPI, GKE)
+
+    def __post_init__(self):
+        explicit = (self.coordinator_address, self.num_processes, self.process_id)
+        if any(v is not None for v in explicit) and self.auto:
+            raise ConfigError("distributed: give coordinator_address/num_processes/process_id or auto=true, not both")
+        if any(v is not None for v in explicit) and any(v is None for v in explicit):
+            raise ConfigError(
+                "distributed: coordinator_address, num_processes and process_id go together "
+                f"(got {dict(zip(('coordinator_address', 'num_processes', 'process_id'), explicit))})"
+            )
+        if self.num_processes is not None and not 0 <= self.process_id < self.num_processes:
+            raise ConfigError(f"distributed.process_id={self.process_id}: must be in [0, {self.num_processes})")
+
+    @property
+    def enabled(self) -> bool:
+        return self.auto or self.coordinator_address is not None
+
+
+@dataclasses.dataclass(frozen=True)
 class TrainConfig:
     model: ModelSection = dataclasses.field(default_factory=ModelSection)
     env: EnvSection = dataclasses.field(default_factory=EnvSection)
@@ -455,6 +483,7 @@ class TrainConfig:
     run: RunSection = dataclasses.field(default_factory=RunSection)
     mesh: MeshConfig = dataclasses.field(default_factory=MeshConfig)
     logging: LoggingSection = dataclasses.field(default_factory=LoggingSection)
+    distributed: DistributedSection = dataclasses.field(default_factory=DistributedSection)
 
     def __post_init__(self):
         if self.credit.recipe is None:  # the env decides: WebShop's recipe for WebShop, else ALFWorld's

@@ -107,4 +107,11 @@ def get_config(arg=None):
     config.logging = logging = ml_collections.ConfigDict()
     logging.tensorboard = True
     logging.progress_bar = True
+
+    # multi-host: set on each host's command line (README), e.g. --config.distributed.process_id=1
+    config.distributed = distributed = ml_collections.ConfigDict()
+    distributed.coordinator_address = config_dict.placeholder(str)
+    distributed.num_processes = config_dict.placeholder(int)
+    distributed.process_id = config_dict.placeholder(int)
+    distributed.auto = False
     return config

@@ -412,7 +412,8 @@ def save_pretrained(
 
     Tensors are saved in ``config.param_dtype``; more than ``max_shard_size`` bytes of tensors go to
     ``model-0000i-of-0000n.safetensors`` files with an index. ``tokenizer`` (a transformers tokenizer),
-    if given, is saved alongside. Returns the directory.
+    if given, is saved alongside. Returns the directory. On several hosts, process 0 writes; a model
+    sharded across hosts must be saved by every process (they gather its tensors together).
     """
     from safetensors.numpy import save_file
 
@@ -476,7 +477,11 @@ def save_pretrained(
     finally:
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
-    if jax.process_count() > 1:  # nobody reads the directory before process 0 has finished it
+    # A model spread over several hosts is saved by all of them together: nobody reads the directory
+    # before process 0 has finished it. A host-local model (e.g. process 0's warm start) is saved by
+    # whoever calls this, and the caller synchronises.
+    spans_hosts = any(isinstance(v[...], jax.Array) and not v[...].is_fully_addressable for v in params.values())
+    if spans_hosts:
         from jax.experimental import multihost_utils
 
         multihost_utils.sync_global_devices(f"save_pretrained:{directory}")

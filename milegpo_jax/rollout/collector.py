@@ -95,9 +95,24 @@ class RolloutBatch:
             "score": sum(e.score for e in finished) / max(len(finished), 1),
             "episode_length": sum(e.steps for e in finished) / max(len(finished), 1),
             "invalid_action_rate": sum(not r.valid for r in rows) / max(len(rows), 1),
+            "episodes": float(len(self.episodes)),
             "aborted_episodes": float(len(self.episodes) - len(finished)),
             "steps": float(len(rows)),
         }
+
+
+def merge_host_batches(batches: Sequence[RolloutBatch]) -> RolloutBatch:
+    """One batch from the batches every host played for its share of a plan.
+
+    Host ``h`` of ``H`` played the plan's groups ``h, h + H, h + 2H, ...`` (``multihost.host_share``) as
+    its groups ``0, 1, 2, ...``; the merged batch numbers them back to their place in the plan.
+    """
+    hosts = len(batches)
+    rows, episodes = [], []
+    for host, batch in enumerate(batches):
+        rows += [dataclasses.replace(r, group=host + r.group * hosts) for r in batch.rows]
+        episodes += [dataclasses.replace(e, group=host + e.group * hosts) for e in batch.episodes]
+    return RolloutBatch(tuple(rows), tuple(episodes))
 
 
 def collect(

@@ -8,7 +8,7 @@ into ``inputs = ids[:-1]``, ``targets = ids[1:]``, with the response positions m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -17,6 +17,7 @@ import optax
 from flax import nnx
 
 from milegpo_jax.models.qwen2 import Qwen2, token_logprobs
+from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import Generation
 from milegpo_jax.shapes import bucket_size
 from milegpo_jax.train.loss import PPOLossConfig, ppo_loss, token_logprobs_and_entropy
@@ -88,11 +89,14 @@ def ppo_update(
     microbatch_rows: int,
     rng: np.random.Generator,
     chunk_size: int | None = None,
+    place: Callable[[np.ndarray], jax.Array] = jnp.asarray,
 ) -> list[dict[str, float]]:
     """One epoch over the rows in shuffled mini-batches; one optimizer step per mini-batch.
 
     Micro-batch gradients are summed with the loss divided by the mini-batch's response-token count,
-    which makes the sum exactly the mini-batch token-mean gradient.
+    which makes the sum exactly the mini-batch token-mean gradient. ``place`` puts a host array of
+    rows on device (under a mesh: split over the batch axes; on many hosts every host passes the same
+    rows and keeps its own slice).
     """
     rows = batch["advantages"].shape[0]
     order = rng.permutation(rows)
@@ -103,14 +107,15 @@ def ppo_update(
         total, metrics = None, []
         for micro_start in range(0, len(minibatch), microbatch_rows):
             pick = minibatch[micro_start : micro_start + microbatch_rows]
-            micro = {key: jnp.asarray(value[pick]) for key, value in batch.items()}
-            grads, micro_metrics = _gradients(model, micro, jnp.asarray(ref_logprobs[pick]), token_count, cfg, chunk_size)
+            micro = {key: place(value[pick]) for key, value in batch.items()}
+            grads, micro_metrics = _gradients(model, micro, place(ref_logprobs[pick]), token_count, cfg, chunk_size)
             total = grads if total is None else jax.tree.map(jnp.add, total, grads)
             metrics.append(micro_metrics)
         grad_norm = _apply(model, optimizer, total)
+        metrics = [{key: to_host(value) for key, value in m.items()} for m in metrics]
         summary = {key: float(sum(m[key] for m in metrics)) for key in ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "approx_kl_behaviour", "logprob_gap")}
         summary["ratio_min"] = float(min(m["ratio_min"] for m in metrics))
         summary["ratio_max"] = float(max(m["ratio_max"] for m in metrics))
-        summary["grad_norm"] = float(grad_norm)
+        summary["grad_norm"] = float(to_host(grad_norm))
         history.append(summary)
     return history

@@ -5,6 +5,13 @@ automatic resume and a clean stop on SIGTERM.
 Reproducibility: everything random in an iteration derives from (run.seed, iteration): the task
 groups, the sampler keys and the mini-batch order. With the optimizer state and parameters restored
 from a checkpoint, a resumed run therefore repeats exactly what an uninterrupted run would do.
+
+Several devices or hosts: the parameters and optimizer state live on the global mesh (``mesh``
+section, ``train`` rules). Each host runs its own env servers and plays its share of the iteration's
+task groups with a host-local copy of the policy (``multihost.host_local_copy``); the hosts then
+exchange their rollouts, so every host computes credit over the global batch and feeds the same rows
+to the sharded update. Process 0 alone writes logs, plots and the warm-start checkpoint; orbax writes
+the checkpoints from every host to the shared work directory.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+import jax
 import numpy as np
 from flax import nnx
+from jax.sharding import NamedSharding, PartitionSpec
 
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
@@ -25,7 +34,9 @@ from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.models import ModelConfig, init_model, load_pretrained, save_pretrained
 from milegpo_jax.models.tokenizer import load_tokenizer
 from milegpo_jax.models.word_tokenizer import build_word_tokenizer
-from milegpo_jax.rollout.collector import RolloutBatch, collect
+from milegpo_jax import multihost
+from milegpo_jax.parallel import make_mesh
+from milegpo_jax.rollout.collector import RolloutBatch, collect, merge_host_batches
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
 from milegpo_jax.train.expert import expert_episodes
@@ -73,6 +84,17 @@ class Trainer:
             self.workdir, config_hash(config), keep=config.run.keep_checkpoints, best_mode=config.run.best_mode,
             config=config_identity(config), allow_config_change=config.run.allow_config_change,
         )
+        hosts = jax.process_count()
+        if config.env.groups_per_iteration % hosts:
+            raise multihost.MultiHostError(
+                f"env.groups_per_iteration={config.env.groups_per_iteration} must be a multiple of the "
+                f"{hosts} processes (each host plays an equal share of the groups)"
+            )
+        too_few = {s: n for s, n in dict(config.env.eval_tasks_per_split).items() if 0 < n < hosts}
+        if too_few:
+            raise multihost.MultiHostError(f"env.eval_tasks_per_split {too_few}: each of the {hosts} hosts needs a task")
+        # One device: no mesh at all (the plain single-device path, bit for bit what it always was).
+        self.mesh = make_mesh(config.mesh) if jax.device_count() > 1 else None
         self.model, self.tokenizer = self._warm_started_policy()
         self.reference = self._reference_policy()
         self.optimizer = nnx.Optimizer(self.model, make_optimizer(config.optim), wrt=nnx.Param)
@@ -83,7 +105,8 @@ class Trainer:
         )
         evaluation = max(dict(config.env.eval_tasks_per_split).values(), default=0)
         self.pool = EnvPool(
-            config.env.name, max(config.env.groups_per_iteration * config.env.group_size, evaluation),
+            config.env.name,
+            max(config.env.groups_per_iteration // hosts * config.env.group_size, -(-evaluation // hosts)),
             num_servers=config.env.num_servers or None, env_options=self.env_options, python=config.env.python,
             step_timeout_s=config.env.step_timeout_s, reset_timeout_s=config.env.reset_timeout_s,
         )
@@ -94,11 +117,12 @@ class Trainer:
         """The policy RL starts from, as a Hugging Face checkpoint in ``workdir/warm_start``."""
         cfg = self.config.model
         warm_start = self.workdir / WARM_START_DIR
-        if not (warm_start / "config.json").exists():
+        if multihost.is_lead() and not (warm_start / "config.json").exists():
             self._write_warm_start(warm_start)
+        multihost.barrier("milegpo_warm_start_written")
         # Fresh and resumed runs both start from the files, so they see identical weights, tokenizer
         # and model config (a resumed run must repeat an uninterrupted one exactly).
-        model, _ = load_pretrained(warm_start, dtype=cfg.param_dtype, compute_dtype=cfg.compute_dtype)
+        model, _ = load_pretrained(warm_start, self.mesh, dtype=cfg.param_dtype, compute_dtype=cfg.compute_dtype)
         return model, load_tokenizer(warm_start)
 
     def _write_warm_start(self, warm_start: Path) -> None:
@@ -167,18 +191,36 @@ class Trainer:
     def _reference_policy(self):
         if self.config.ppo.kl_coef == 0:
             return None
-        model, _ = load_pretrained(self.workdir / WARM_START_DIR, dtype=self.config.model.param_dtype,
+        model, _ = load_pretrained(self.workdir / WARM_START_DIR, self.mesh, dtype=self.config.model.param_dtype,
                                    compute_dtype=self.config.model.compute_dtype)
         return model
 
     # ------------------------------------------------------------------ rollouts and evaluation
 
     def rollout(self, plan: GroupPlan, temperature: float, seed: int) -> RolloutBatch:
-        return collect(
+        """Plays ``plan``: this host its share of the groups, then every host gets the whole batch."""
+        host, hosts = jax.process_index(), jax.process_count()
+        if hosts > 1:
+            plan = GroupPlan(plan.split, tuple(multihost.host_share(plan.task_ids)),
+                             tuple(multihost.host_share(plan.seeds)), plan.group_size)
+            seed = _seed(seed, host)
+        if self.mesh is not None:  # sample from a copy laid out for decoding on this host's devices
+            self.policy.model = multihost.host_local_copy(self.model, self.mesh)
+        batch = collect(
             self.pool, self.policy, plan, env=self.config.env.name, max_steps=self.config.env.max_env_steps,
             history_length=self.config.env.history_length, temperature=temperature, seed=seed,
             reward_scale=REWARD_SCALE.get(self.config.env.name, 1.0),
         )
+        self.policy.model = self.model
+        return batch if hosts == 1 else merge_host_batches(multihost.allgather_objects(batch))
+
+    def _place_rows(self, rows: np.ndarray) -> jax.Array:
+        """A host array of rows on device: split over the batch axes when they divide it."""
+        if self.mesh is None:
+            return jax.numpy.asarray(rows)
+        shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+        spec = PartitionSpec(("data", "fsdp")) if rows.shape[0] % shards == 0 else PartitionSpec()
+        return jax.device_put(rows, NamedSharding(self.mesh, spec))
 
     def evaluate(self, iteration: int) -> dict[str, float]:
         """Success on every configured eval split (one rollout per task, T = eval_temperature)."""
@@ -188,6 +230,7 @@ class Trainer:
                 continue
             rates = []
             for eval_seed in self.config.env.eval_seeds:
+                # one-rollout groups, so the hosts can split the tasks whatever their count
                 plan = GroupPlan(split, tuple(range(count)), tuple([eval_seed] * count), 1)
                 batch = self.rollout(plan, self.config.sampling.eval_temperature, _seed(eval_seed, 7))
                 rates.append(batch.metrics()["success_rate"])
@@ -225,7 +268,8 @@ class Trainer:
         start = time.perf_counter()
         packed = pack_rows([row.generation for row in rows], advantages, self.tokenizer.pad_token_id)
         if self.reference is not None:
-            ref = np.asarray(reference_logprobs(self.reference, packed))
+            placed = {key: self._place_rows(value) for key, value in packed.items()}
+            ref = multihost.to_host(reference_logprobs(self.reference, placed))
         else:
             ref = packed["old_logprobs"]
         timings["time/logprob_s"] = time.perf_counter() - start
@@ -237,6 +281,7 @@ class Trainer:
             updates += ppo_update(
                 self.model, self.optimizer, packed, ref, self.loss_config,
                 minibatch_rows=cfg.ppo.minibatch_rows, microbatch_rows=cfg.ppo.microbatch_rows, rng=rng,
+                place=self._place_rows,
             )
         timings["time/update_s"] = time.perf_counter() - start
         for key in updates[0]:
