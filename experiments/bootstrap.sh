@@ -50,6 +50,23 @@ if [ "${MILEGPO_ALFWORLD:-1}" != "0" ]; then
     bash "$MILEGPO_ROOT/envs_bridge/alfworld/bootstrap.sh" \
         || echo "bootstrap: WARNING: building .venv-alfworld failed; ALFWorld env servers and tests are unavailable" >&2
 fi
+
+# The TPU compiler (libtpu, the wheel jax[tpu]==0.10.2 pins), for `python -m experiments.aot` (compiles for a
+# TPU topology on this CPU host). It goes into its own folder, .libtpu, not into .venv: with libtpu importable
+# every jax process on a CPU host would look for a TPU and warn (and it is 684 MB installed). experiments/aot.py
+# puts the folder on sys.path itself. MILEGPO_LIBTPU=0 skips it; the aot tests then skip, saying how to get it.
+_libtpu_version=0.0.42.1
+if [ "${MILEGPO_LIBTPU:-1}" != "0" ] \
+    && [ ! -d "$MILEGPO_ROOT/.libtpu/libtpu-${_libtpu_version}.dist-info" ]; then
+    echo "bootstrap: installing libtpu==${_libtpu_version} into $MILEGPO_ROOT/.libtpu (TPU compiler for experiments.aot)" >&2
+    rm -rf "$MILEGPO_ROOT/.libtpu"
+    "$VIRTUAL_ENV/bin/python" -m pip install --quiet --quiet --disable-pip-version-check --no-deps \
+        --target "$MILEGPO_ROOT/.libtpu" "libtpu==${_libtpu_version}" \
+        || { rm -rf "$MILEGPO_ROOT/.libtpu"; echo "bootstrap: WARNING: installing libtpu failed; experiments.aot and its tests are unavailable" >&2; }
+fi
+unset _libtpu_version
+
+
 if [ -z "${MILEGPO_PYTHON_ALFWORLD:-}" ] && [ -x "$MILEGPO_ROOT/.venv-alfworld/bin/python" ]; then
     export MILEGPO_PYTHON_ALFWORLD="$MILEGPO_ROOT/.venv-alfworld/bin/python"
 fi

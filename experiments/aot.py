@@ -1,0 +1,486 @@
+"""Ahead-of-time compilation for a TPU topology on a CPU host: does a configuration fit the chips?
+
+    python -m experiments.aot --config experiments/configs/alfworld.py --topology v5e:4x4 [--config.a.b=value ...]
+    python -m experiments.aot --config experiments/configs/alfworld.py --topology v5p:2x2x2 --model qwen2.5-7b
+
+The TPU compiler that ships with ``jax[tpu]`` (the ``libtpu`` wheel) compiles for a topology
+description (``jax.experimental.topologies``) without any TPU attached. This lowers and compiles, with
+the mesh and logical-axis rules of ``milegpo_jax.parallel``:
+
+* ``train``: one PPO optimizer step (``milegpo_jax.train.step``: gradients of ``ppo._loss`` over a
+  mini-batch of ``ppo.minibatch_rows`` rows in micro-batches of ``ppo.microbatch_rows``, then clipping +
+  AdamW), parameters by the ``train`` rules, parameters and optimizer state donated;
+* ``prefill`` / ``decode``: the sampler's two jitted functions (``milegpo_jax.sampling.sampler``) for
+  one rollout batch (``env.groups_per_iteration * env.group_size`` prompts of ``sampling.max_prompt_tokens``
+  tokens, ``sampling.max_new_tokens`` new ones), parameters by the ``sample`` rules;
+
+and prints each program's per-chip memory (``compiled.memory_analysis()``: arguments, outputs,
+temporaries, generated code) against the chip's HBM. Exit status 0 when everything fits, 1 when a
+program does not (the message says which and by how much), 2 for bad arguments or a missing libtpu.
+
+The model shape comes from ``--model PRESET``, else ``model.preset``, else the ``config.json`` of
+``model.hf_checkpoint``, else ``model.architecture``, else the preset that ``model.name`` names
+("Qwen2.5-1.5B-Instruct" -> ``qwen2.5-1.5b``). Weights and activations are bf16 unless ``--dtype config``
+(the config's ``model.param_dtype`` / ``model.compute_dtype``).
+
+libtpu: a ``pip install "jax[tpu]==0.10.2"`` environment has it; otherwise ``experiments/bootstrap.sh``
+installs the wheel into ``.libtpu/`` (``$MILEGPO_LIBTPU_DIR`` overrides the folder), which is put on
+``sys.path`` here before jax is imported (jax picks its plugins at import).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import math
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GIB = 1024**3
+LIBTPU_VERSION = "0.0.42.1"  # the libtpu wheel jax[tpu]==0.10.2 pins
+
+# HBM per chip in GiB, from the public Cloud TPU system-architecture pages
+# (https://cloud.google.com/tpu/docs/v4, .../v5e, .../v5p, .../v6e: "HBM2 capacity" / "HBM capacity" per chip).
+HBM_GIB = {"v4": 32, "v5e": 16, "v5p": 95, "v6e": 32}
+WHAT = ("train", "prefill", "decode")
+EXIT_DOES_NOT_FIT = 1
+EXIT_USAGE = 2
+
+
+class AotError(Exception):
+    """A bad request (topology, model, mesh): printed, exit status 2."""
+
+
+# ------------------------------------------------------------------------------------------ libtpu
+
+
+def setup_libtpu() -> str:
+    """Makes ``import libtpu`` work before jax is imported; returns where libtpu comes from."""
+    if "jax" in sys.modules:  # too late: jax has chosen its plugins
+        print("aot: warning: jax was imported before the libtpu set-up", file=sys.stderr)
+    # Compiling for a topology needs no TPU: stay on CPU unless told otherwise, and tell libtpu it is not
+    # on a TPU VM so that it neither queries the metadata server nor warns about the missing host names.
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")
+    os.environ.setdefault("TPU_SKIP_MDS_QUERY", "1")
+    os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
+    os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # libtpu otherwise takes /tmp/libtpu_lockfile, and a second compiling process (another aot run, a test)
+    # fails with "Internal error when accessing libtpu multi-process lockfile"; nothing here opens a TPU.
+    os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
+    if importlib.util.find_spec("libtpu") is not None:
+        return "installed"
+    directory = os.environ.get("MILEGPO_LIBTPU_DIR") or str(ROOT / ".libtpu")
+    sys.path.insert(0, directory)
+    importlib.invalidate_caches()
+    if importlib.util.find_spec("libtpu") is None:
+        print(
+            f"aot: error: libtpu (the TPU compiler) is not installed and not in {directory}. Either "
+            f'`pip install "jax[tpu]==0.10.2"` (libtpu=={LIBTPU_VERSION}) or run `source experiments/bootstrap.sh`, '
+            f"which installs it into {ROOT / '.libtpu'} (set MILEGPO_LIBTPU_DIR to use another folder)",
+            file=sys.stderr,
+        )
+        sys.exit(EXIT_USAGE)
+    return directory
+
+
+# ------------------------------------------------------------------------------------------ arguments
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[str]]:
+    from milegpo_jax.config import split_config_flags  # imports no jax
+
+    overrides, rest = split_config_flags(sys.argv[1:] if argv is None else argv)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--config", required=True, help="experiments/configs/NAME.py[:arg]")
+    parser.add_argument("--topology", required=True, help="TPU topology, e.g. v5e:4x4, v5p:4x4x4, v4:2x2x2, v6e:2x2")
+    parser.add_argument("--model", help="model preset (overrides the config's shape), e.g. qwen2.5-7b")
+    parser.add_argument("--what", default=",".join(WHAT), help=f"comma-separated subset of {','.join(WHAT)}")
+    parser.add_argument("--mesh", help="data,fsdp,tensor sizes (one may be -1), e.g. 1,-1,4; default: the config's mesh")
+    parser.add_argument("--dtype", default="bfloat16", help="weights and compute dtype, or 'config' for the config's")
+    parser.add_argument("--logits-chunk", type=int, default=None,
+                        help="LM-head positions per chunk in the PPO loss (default: none, as the trainer)")
+    parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
+    return parser.parse_args(rest), overrides
+
+
+def hbm_gib(topology: str) -> tuple[str, int]:
+    generation = topology.split(":", 1)[0].lower()
+    if generation not in HBM_GIB:
+        raise AotError(f"--topology {topology!r}: unknown TPU generation {generation!r}; known: {', '.join(HBM_GIB)}")
+    return generation, HBM_GIB[generation]
+
+
+def preset_for_name(name: str) -> str | None:
+    """``"Qwen2.5-1.5B-Instruct"`` -> ``"qwen2.5-1.5b"`` when that preset exists."""
+    from milegpo_jax.models.qwen2 import PRESETS
+
+    key = name.lower().removesuffix("-instruct")
+    return key if key in PRESETS else None
+
+
+def model_config(config, model: str | None, dtype: str):
+    """The ``ModelConfig`` to compile and a phrase saying where its shape came from."""
+    from milegpo_jax.models import config_from_hf, preset
+    from milegpo_jax.models.qwen2 import PRESETS
+
+    section = config.model
+    if dtype == "config":
+        dtypes = {"param_dtype": section.param_dtype, "dtype": section.compute_dtype}
+    else:
+        dtypes = {"param_dtype": dtype, "dtype": dtype}
+    runtime = {**dtypes, "remat": section.remat, "scan_layers": section.scan_layers}
+    if model is not None:
+        if model not in PRESETS:
+            raise AotError(f"--model {model!r}: unknown preset; available: {', '.join(sorted(PRESETS))}")
+        return preset(model, **runtime), f"preset {model} (--model)"
+    if section.preset is not None:
+        return preset(section.preset, **runtime), f"preset {section.preset}"
+    if section.hf_checkpoint is not None:
+        path = Path(section.hf_checkpoint).expanduser() / "config.json"
+        if not path.is_file():
+            raise AotError(f"model.hf_checkpoint={section.hf_checkpoint!r}: no config.json there")
+        return config_from_hf(json.loads(path.read_text()), source=str(path)).replace(**runtime), f"{path}"
+    if section.architecture is not None:
+        arch = section.architecture
+        note = "model.architecture"
+        vocab = arch.vocab_size
+        if not vocab:  # the tokenizer decides at training time; any small vocabulary shows the shape
+            vocab = 1024
+            note += " (vocab_size 0: 1024 assumed; set --config.model.architecture.vocab_size)"
+        return arch.model_config(vocab_size=vocab, **runtime), note
+    guess = preset_for_name(section.name) if section.name else None
+    if guess is not None:
+        return preset(guess, **runtime), f"preset {guess} (from model.name {section.name!r})"
+    raise AotError(
+        "the config names no model shape (model.preset, model.hf_checkpoint, model.architecture are unset): "
+        f"pass --model PRESET ({', '.join(sorted(PRESETS))})"
+    )
+
+
+def mesh_config(text: str | None, default):
+    from milegpo_jax.parallel import MeshConfig
+
+    if text is None:
+        return default
+    try:
+        sizes = [int(part) for part in text.split(",")]
+    except ValueError:
+        raise AotError(f"--mesh {text!r}: expected three integers data,fsdp,tensor, e.g. 1,-1,4") from None
+    if len(sizes) != 3:
+        raise AotError(f"--mesh {text!r}: expected three sizes data,fsdp,tensor")
+    return MeshConfig(*sizes)
+
+
+# ------------------------------------------------------------------------------------------ memory
+
+
+@dataclasses.dataclass
+class Report:
+    what: str
+    shapes: str
+    arguments: int = 0
+    outputs: int = 0
+    aliased: int = 0
+    temporaries: int = 0
+    code: int = 0
+    compile_s: float = 0.0
+    error: str = ""  # the compiler refused (e.g. out of HBM) or arguments alone exceed HBM
+
+    @property
+    def total(self) -> int:
+        """Peak per-chip bytes: live arguments + outputs (less what is donated into them) + scratch + code."""
+        return self.arguments + self.outputs - self.aliased + self.temporaries + self.code
+
+    def fits(self, hbm: int) -> bool:
+        return not self.error and self.total <= hbm
+
+    def line(self, hbm: int) -> str:
+        def g(n):
+            return f"{n / GIB:7.2f}"
+
+        verdict = "fits" if self.fits(hbm) else "DOES NOT FIT"
+        text = (f"{self.what:8s} {g(self.arguments)} {g(self.outputs)} {g(self.aliased)} {g(self.temporaries)} "
+                f"{g(self.code)} {g(self.total)} / {hbm / GIB:.0f}  {self.compile_s:6.1f}  {verdict}")
+        return text + (f": {self.error}" if self.error else "")
+
+    def as_dict(self, hbm: int) -> dict:
+        fields = {k: v for k, v in dataclasses.asdict(self).items()}
+        fields.update(total=self.total, fits=self.fits(hbm))
+        return fields
+
+
+def per_chip_bytes(tree) -> int:
+    """Bytes one device holds of ``ShapeDtypeStruct`` leaves carrying shardings."""
+    import jax
+    import numpy as np
+
+    total = 0
+    for leaf in jax.tree.leaves(tree):
+        shape = leaf.sharding.shard_shape(leaf.shape) if leaf.sharding is not None else leaf.shape
+        total += math.prod(shape) * np.dtype(leaf.dtype).itemsize
+    return total
+
+
+def compile_program(report: Report, lowered_fn, hbm: int):
+    """Lowers and compiles; fills ``report``. Returns the compiled program (None when it failed)."""
+    start = time.perf_counter()
+    try:
+        compiled = lowered_fn().compile()
+    except RuntimeError as error:  # jax's XlaRuntimeError; the TPU compiler reports HBM exhaustion as RESOURCE_EXHAUSTED
+        message = str(error)
+        if "RESOURCE_EXHAUSTED" not in message and "memory" not in message.lower():
+            raise
+        report.compile_s = time.perf_counter() - start
+        report.error = "the TPU compiler ran out of HBM: " + " ".join(message.split())[:400]
+        # "... the total memory required for HLO temporaries (16.51G) exceeds available HBM (15.75G)."
+        needed = re.search(r"HLO temporaries \(([\d.]+)G\)", message)
+        if needed:
+            report.temporaries = int(float(needed.group(1)) * GIB)
+        return None
+    report.compile_s = time.perf_counter() - start
+    stats = compiled.memory_analysis()
+    report.arguments = stats.argument_size_in_bytes
+    report.outputs = stats.output_size_in_bytes
+    report.aliased = stats.alias_size_in_bytes
+    report.temporaries = stats.temp_size_in_bytes
+    report.code = stats.generated_code_size_in_bytes
+    return compiled
+
+
+# ------------------------------------------------------------------------------------------ programs
+
+
+def abstract_params(model_cfg, sharding):
+    """(graphdef, params as sharded ShapeDtypeStructs) of the model placed by ``sharding``'s rules."""
+    import jax
+    from flax import nnx
+
+    from milegpo_jax.models import abstract_model
+    from milegpo_jax.parallel import state_shardings
+
+    model = abstract_model(model_cfg, sharding)  # model.sharding is set: activations are constrained too
+    graphdef, state = nnx.split(model)
+    shardings = state_shardings(state, sharding)
+    params = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, shardings)
+    return graphdef, params, shardings
+
+
+def train_program(config, model_cfg, mesh, hbm: int, logits_chunk: int | None) -> Report:
+    import jax
+
+    from milegpo_jax.parallel import logical_sharding
+    from milegpo_jax.shapes import bucket_size
+    from milegpo_jax.train.loss import PPOLossConfig
+    from milegpo_jax.train.optim import make_optimizer
+    from milegpo_jax.train.step import (
+        TrainStep,
+        batch_shapes,
+        jit_train_step,
+        train_step_shardings,
+    )
+
+    sharding = logical_sharding(mesh, "train")
+    graphdef, params, param_shardings = abstract_params(model_cfg, sharding)
+    ppo = config.ppo
+    loss_config = PPOLossConfig(clip_low=ppo.clip_low, clip_high=ppo.clip_high, kl_coef=ppo.kl_coef,
+                                kl_estimator=ppo.kl_estimator, entropy_coef=ppo.entropy_coef)
+    step = TrainStep(graphdef, make_optimizer(config.optim), loss_config, ppo.microbatch_rows, logits_chunk)
+    _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
+    opt_state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract_opt, opt_shardings)
+    # the longest packed row: prompt + response - 1 tokens, bucketed as ppo.pack_rows does
+    length = bucket_size(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1, 16)
+    batch = batch_shapes(ppo.minibatch_rows, length, sharding)
+    report = Report("train", f"{ppo.minibatch_rows} rows x {length} tokens, micro-batches of {ppo.microbatch_rows}")
+    # A lower bound without compiling: parameters, optimizer state and the summed gradients (parameter-sized)
+    # are all alive at the update.
+    state_bytes = per_chip_bytes((params, opt_state)) + per_chip_bytes(params)
+    if state_bytes > hbm:
+        report.arguments = per_chip_bytes((params, opt_state, batch))
+        report.error = (f"parameters, optimizer state and gradients alone take {state_bytes / GIB:.2f} GiB per chip "
+                        "(not compiled)")
+        return report
+    jitted = jit_train_step(step, param_shardings, opt_shardings)
+    if compile_program(report, lambda: jitted.lower(params, opt_state, batch), hbm) is None:
+        report.arguments = per_chip_bytes((params, opt_state, batch))
+    return report
+
+
+def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[Report]:
+    import functools
+
+    import jax
+    import numpy as np
+
+    from milegpo_jax.parallel import logical_sharding
+    from milegpo_jax.sampling.config import SamplingConfig
+    from milegpo_jax.sampling.sampler import (
+        _Controls,
+        _decode,
+        _prefill,
+        _Switches,
+        next_power_of_two,
+        prefill_chunk_length,
+        prompt_bucket,
+    )
+    from milegpo_jax.sampling.stopping import build_stop_table
+
+    sharding = logical_sharding(mesh, "sample")
+    graphdef, params, _ = abstract_params(model_cfg, sharding)
+    sampling = config.sampling
+    budget = sampling.max_new_tokens
+    # as the trainer's SamplerPolicy: the cache holds the longest prompt plus the budget
+    defaults = SamplingConfig(max_new_tokens=budget, max_cache_len=sampling.max_prompt_tokens + budget)
+    rows = config.env.groups_per_iteration * config.env.group_size
+    batch = next_power_of_two(rows)
+    bucket = prompt_bucket(sampling.max_prompt_tokens, budget, defaults.max_cache_len)
+    switches = _Switches(
+        greedy=sampling.temperature == 0, top_k=sampling.top_k, use_top_p=sampling.top_p < 1.0, budget=budget,
+        prefill_chunk=prefill_chunk_length(batch, bucket, defaults.prefill_chunk_tokens),
+    )
+
+    def struct(shape, dtype, axes):
+        return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding.named(axes, shape))
+
+    eos = model_cfg.eos_token_id if model_cfg.eos_token_id is not None else 0
+    eos_ids = eos if isinstance(eos, tuple) else (eos,)
+    # stop strings ("</action>") become a few short token sequences; their ids do not change the shapes
+    stops = build_stop_table(eos_ids, [(1, 2, 3, 4), (5, 6, 7), (8, 9, 10)])
+    key = jax.eval_shape(lambda: jax.random.key(0))
+    controls = _Controls(
+        temperature=struct((), np.float32, ()),
+        top_p=struct((), np.float32, ()),
+        stops=jax.tree.map(lambda x: struct(x.shape, x.dtype, (None,) * x.ndim), stops),
+        row_budgets=struct((batch,), np.int32, ("batch",)),
+        key=jax.ShapeDtypeStruct(key.shape, key.dtype, sharding=sharding.named(())),
+    )
+    ids = struct((batch, bucket), np.int32, ("batch", "seq"))
+    shapes = f"{batch} prompts x {bucket} tokens + {budget} new (cache {bucket + budget})"
+    reports = []
+    prefill_report = Report("prefill", shapes)
+    compiled = compile_program(
+        prefill_report,
+        lambda: _prefill.lower(params, ids, ids, controls, graphdef=graphdef, switches=switches),
+        hbm,
+    )
+    if compiled is None:
+        prefill_report.arguments = per_chip_bytes((params, ids, ids, controls))
+    if "prefill" in what:
+        reports.append(prefill_report)
+    if "decode" in what:
+        decode_report = Report("decode", shapes)
+        if compiled is None:
+            decode_report.error = "not compiled: the prefill that makes its input did not compile"
+        else:
+            abstract_state = jax.eval_shape(
+                functools.partial(_prefill, graphdef=graphdef, switches=switches), params, ids, ids, controls
+            )
+            state = jax.tree.map(
+                lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract_state, compiled.output_shardings
+            )
+            if compile_program(
+                decode_report,
+                lambda: _decode.lower(params, state, controls, graphdef=graphdef, switches=switches),
+                hbm,
+            ) is None:
+                decode_report.arguments = per_chip_bytes((params, state, controls))
+        reports.append(decode_report)
+    return reports
+
+
+# ------------------------------------------------------------------------------------------ main
+
+
+def run(args, overrides) -> tuple[dict, bool]:
+    import jax
+    from jax.experimental import topologies
+
+    from experiments.train import build_config
+    from milegpo_jax.config import ConfigError
+    from milegpo_jax.models import num_params
+    from milegpo_jax.models.qwen2 import ModelConfigError
+    from milegpo_jax.parallel import ShardingError, make_mesh
+
+    what = [w.strip() for w in args.what.split(",") if w.strip()]
+    unknown = sorted(set(what) - set(WHAT))
+    if unknown or not what:
+        raise AotError(f"--what {args.what!r}: choose from {', '.join(WHAT)}")
+    generation, hbm_chip_gib = hbm_gib(args.topology)
+    hbm = hbm_chip_gib * GIB
+    try:
+        config = build_config(args.config, overrides)
+        model_cfg, source = model_config(config, args.model, args.dtype)
+    except (ConfigError, ModelConfigError) as error:
+        raise AotError(str(error)) from None
+    try:
+        topology = topologies.get_topology_desc(platform="tpu", topology_name=args.topology)
+    except (RuntimeError, ValueError) as error:
+        raise AotError(f"--topology {args.topology!r}: {' '.join(str(error).split())[:300]}") from None
+    devices = list(topology.devices)
+    try:
+        mesh = make_mesh(mesh_config(args.mesh, config.mesh), devices=devices)
+    except ShardingError as error:
+        raise AotError(str(error)) from None
+    kind = devices[0].device_kind
+    mesh_text = " x ".join(f"{name} {size}" for name, size in mesh.shape.items())
+    print(f"topology {args.topology}: {len(devices)} x {kind}, {hbm_chip_gib} GiB HBM each; mesh {mesh_text}")
+    count = num_params(model_cfg)
+    print(f"model: {source}; {f'{count / 1e9:.2f} B' if count >= 1e8 else f'{count / 1e6:.2f} M'} parameters, weights {model_cfg.param_dtype}, "
+          f"compute {model_cfg.dtype}, remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}")
+
+    reports = []
+    if "train" in what:
+        reports.append(train_program(config, model_cfg, mesh, hbm, args.logits_chunk))
+    if "prefill" in what or "decode" in what:
+        reports += sampler_programs(config, model_cfg, mesh, hbm, set(what))
+
+    print("per chip, GiB:")
+    print(f"{'program':8s} {'args':>7s} {'outputs':>7s} {'aliased':>7s} {'temps':>7s} {'code':>7s} {'total':>7s} / HBM  compile_s")
+    for report in reports:
+        print(report.line(hbm))
+        print(f"{'':8s} ({report.shapes})")
+    failed = [r for r in reports if not r.fits(hbm)]
+    for report in failed:
+        reason = report.error or f"needs {report.total / GIB:.2f} GiB per chip, {(report.total - hbm) / GIB:.2f} GiB more than"
+        print(f"error: {report.what} does not fit a {generation} chip: {reason}"
+              f"{'' if report.error else f' the {hbm_chip_gib} GiB of HBM'} (topology {args.topology}, mesh {mesh_text}); "
+              "use more chips, another mesh, fewer rows or shorter sequences", file=sys.stderr)
+    result = {
+        "topology": args.topology,
+        "device_kind": kind,
+        "chips": len(devices),
+        "hbm_gib": hbm_chip_gib,
+        "mesh": dict(mesh.shape),
+        "model": source,
+        "params": count,
+        "param_dtype": model_cfg.param_dtype,
+        "programs": [r.as_dict(hbm) for r in reports],
+        "fits": not failed,
+        "jax": jax.__version__,
+    }
+    return result, not failed
+
+
+def main(argv: list[str] | None = None) -> dict:
+    setup_libtpu()  # before anything imports jax
+    args, overrides = parse_args(argv)
+    try:
+        result, fits = run(args, overrides)
+    except AotError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    if args.json:
+        print(json.dumps(result))
+    if not fits:
+        sys.exit(EXIT_DOES_NOT_FIT)
+    return result
+
+
+if __name__ == "__main__":
+    main()
