@@ -45,8 +45,9 @@ ROOT = Path(__file__).resolve().parents[1]
 GIB = 1024**3
 LIBTPU_VERSION = "0.0.42.1"  # the libtpu wheel jax[tpu]==0.10.2 pins
 
-# HBM per chip in GiB, from the public Cloud TPU system-architecture pages
-# (https://cloud.google.com/tpu/docs/v4, .../v5e, .../v5p, .../v6e: "HBM2 capacity" / "HBM capacity" per chip).
+# HBM per chip in GiB, from the public Cloud TPU system-architecture pages (https://cloud.google.com/tpu/docs/v4,
+# .../v5e, .../v5p, .../v6e: "HBM2 capacity" / "HBM capacity" per chip). The pages write GB; the TPU compiler's
+# own out-of-memory message ("exceeds available HBM (15.75G)" on v5e, a little reserved) shows they are GiB.
 HBM_GIB = {"v4": 32, "v5e": 16, "v5p": 95, "v6e": 32}
 WHAT = ("train", "prefill", "decode")
 EXIT_DOES_NOT_FIT = 1
@@ -102,7 +103,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--topology", required=True, help="TPU topology, e.g. v5e:4x4, v5p:4x4x4, v4:2x2x2, v6e:2x2")
     parser.add_argument("--model", help="model preset (overrides the config's shape), e.g. qwen2.5-7b")
     parser.add_argument("--what", default=",".join(WHAT), help=f"comma-separated subset of {','.join(WHAT)}")
-    parser.add_argument("--mesh", help="data,fsdp,tensor sizes (one may be -1), e.g. 1,-1,4; default: the config's mesh")
+    parser.add_argument("--mesh", help="data,fsdp,tensor sizes (one may be -1), e.g. 1,-1,4; default: config.mesh")
     parser.add_argument("--dtype", default="bfloat16", help="weights and compute dtype, or 'config' for the config's")
     parser.add_argument("--logits-chunk", type=int, default=None,
                         help="LM-head positions per chunk in the PPO loss (default: none, as the trainer)")
@@ -233,7 +234,7 @@ def compile_program(report: Report, lowered_fn, hbm: int):
     start = time.perf_counter()
     try:
         compiled = lowered_fn().compile()
-    except RuntimeError as error:  # jax's XlaRuntimeError; the TPU compiler reports HBM exhaustion as RESOURCE_EXHAUSTED
+    except RuntimeError as error:  # XlaRuntimeError; the TPU compiler reports HBM exhaustion as RESOURCE_EXHAUSTED
         message = str(error)
         if "RESOURCE_EXHAUSTED" not in message and "memory" not in message.lower():
             raise
@@ -259,7 +260,6 @@ def compile_program(report: Report, lowered_fn, hbm: int):
 
 def abstract_params(model_cfg, sharding):
     """(graphdef, params as sharded ShapeDtypeStructs) of the model placed by ``sharding``'s rules."""
-    import jax
     from flax import nnx
 
     from milegpo_jax.models import abstract_model
@@ -268,12 +268,17 @@ def abstract_params(model_cfg, sharding):
     model = abstract_model(model_cfg, sharding)  # model.sharding is set: activations are constrained too
     graphdef, state = nnx.split(model)
     shardings = state_shardings(state, sharding)
-    params = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), state, shardings)
-    return graphdef, params, shardings
+    return graphdef, with_shardings(state, shardings), shardings
+
+
+def with_shardings(abstract, shardings):
+    """``ShapeDtypeStruct`` leaves of ``abstract`` carrying the matching leaves of ``shardings``."""
+    import jax
+
+    return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
 
 
 def train_program(config, model_cfg, mesh, hbm: int, logits_chunk: int | None) -> Report:
-    import jax
 
     from milegpo_jax.parallel import logical_sharding
     from milegpo_jax.shapes import bucket_size
@@ -293,7 +298,7 @@ def train_program(config, model_cfg, mesh, hbm: int, logits_chunk: int | None) -
                                 kl_estimator=ppo.kl_estimator, entropy_coef=ppo.entropy_coef)
     step = TrainStep(graphdef, make_optimizer(config.optim), loss_config, ppo.microbatch_rows, logits_chunk)
     _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
-    opt_state = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract_opt, opt_shardings)
+    opt_state = with_shardings(abstract_opt, opt_shardings)
     # the longest packed row: prompt + response - 1 tokens, bucketed as ppo.pack_rows does
     length = bucket_size(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1, 16)
     batch = batch_shapes(ppo.minibatch_rows, length, sharding)
@@ -381,9 +386,7 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[
             abstract_state = jax.eval_shape(
                 functools.partial(_prefill, graphdef=graphdef, switches=switches), params, ids, ids, controls
             )
-            state = jax.tree.map(
-                lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract_state, compiled.output_shardings
-            )
+            state = with_shardings(abstract_state, compiled.output_shardings)
             if compile_program(
                 decode_report,
                 lambda: _decode.lower(params, state, controls, graphdef=graphdef, switches=switches),
@@ -431,8 +434,9 @@ def run(args, overrides) -> tuple[dict, bool]:
     mesh_text = " x ".join(f"{name} {size}" for name, size in mesh.shape.items())
     print(f"topology {args.topology}: {len(devices)} x {kind}, {hbm_chip_gib} GiB HBM each; mesh {mesh_text}")
     count = num_params(model_cfg)
-    print(f"model: {source}; {f'{count / 1e9:.2f} B' if count >= 1e8 else f'{count / 1e6:.2f} M'} parameters, weights {model_cfg.param_dtype}, "
-          f"compute {model_cfg.dtype}, remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}")
+    size = f"{count / 1e9:.2f} B" if count >= 1e8 else f"{count / 1e6:.2f} M"
+    print(f"model: {source}; {size} parameters, weights {model_cfg.param_dtype}, compute {model_cfg.dtype}, "
+          f"remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}")
 
     reports = []
     if "train" in what:
@@ -447,10 +451,13 @@ def run(args, overrides) -> tuple[dict, bool]:
         print(f"{'':8s} ({report.shapes})")
     failed = [r for r in reports if not r.fits(hbm)]
     for report in failed:
-        reason = report.error or f"needs {report.total / GIB:.2f} GiB per chip, {(report.total - hbm) / GIB:.2f} GiB more than"
-        print(f"error: {report.what} does not fit a {generation} chip: {reason}"
-              f"{'' if report.error else f' the {hbm_chip_gib} GiB of HBM'} (topology {args.topology}, mesh {mesh_text}); "
-              "use more chips, another mesh, fewer rows or shorter sequences", file=sys.stderr)
+        reason = report.error or (f"needs {report.total / GIB:.2f} GiB per chip, "
+                                  f"{(report.total - hbm) / GIB:.2f} GiB more than the {hbm_chip_gib} GiB of HBM")
+        print(f"error: {report.what} does not fit a {generation} chip: {reason} "
+              f"(topology {args.topology}, mesh {mesh_text}); "
+              f"use more chips, another mesh, fewer rows or shorter sequences"
+              f"{' or --logits-chunk N' if report.what == 'train' and args.logits_chunk is None else ''}",
+              file=sys.stderr)
     result = {
         "topology": args.topology,
         "device_kind": kind,
@@ -469,10 +476,12 @@ def run(args, overrides) -> tuple[dict, bool]:
 
 def main(argv: list[str] | None = None) -> dict:
     setup_libtpu()  # before anything imports jax
-    args, overrides = parse_args(argv)
+    from milegpo_jax.config import ConfigError
+
     try:
+        args, overrides = parse_args(argv)
         result, fits = run(args, overrides)
-    except AotError as error:
+    except (AotError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(EXIT_USAGE)
     if args.json:

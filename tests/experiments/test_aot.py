@@ -42,8 +42,8 @@ TINY = [
 def run_aot(*args: str, env: dict | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
     environment = {**os.environ, "JAX_PLATFORMS": "cpu", **(env or {})}
     return subprocess.run(
-        [sys.executable, "-m", "experiments.aot", *args], check=False, cwd=ROOT, env=environment, capture_output=True, text=True,
-        timeout=timeout,
+        [sys.executable, "-m", "experiments.aot", *args], check=False, cwd=ROOT, env=environment,
+        capture_output=True, text=True, timeout=timeout,
     )
 
 
@@ -131,11 +131,11 @@ def test_the_compiled_train_step_is_the_trainers_ppo_update():
     loss_config = PPOLossConfig(kl_coef=0.05, entropy_coef=0.01)
 
     model = init_model(config, seed=1)
+    graphdef, params = nnx.split(nnx.clone(model))
     optimizer = nnx.Optimizer(model, make_optimizer(optim), wrt=nnx.Param)
     history = ppo_update(model, optimizer, batch, ref, loss_config, minibatch_rows=rows, microbatch_rows=4,
                          rng=np.random.default_rng(0))
 
-    graphdef, params = nnx.split(init_model(config, seed=1))
     step = TrainStep(graphdef, make_optimizer(optim), loss_config, microbatch_rows=4)
     params, _, metrics = jit_train_step(step)(params, step.tx.init(params), {**batch, "ref_logprobs": ref})
 
