@@ -48,6 +48,35 @@ def pack_rows(
     return arrays
 
 
+def padded_rows(batch: dict[str, np.ndarray], pick: np.ndarray, rows: int) -> dict[str, np.ndarray]:
+    """``batch``'s rows ``pick``, padded to ``rows`` rows (copies of the first, with an empty response
+    mask, so they add exactly nothing): every micro-batch has one shape, so it compiles once per length
+    bucket rather than once per leftover row count."""
+    missing = rows - len(pick)
+    if missing <= 0:
+        return {key: value[pick] for key, value in batch.items()}
+    index = np.concatenate([pick, np.repeat(pick[:1], missing)])
+    out = {key: value[index] for key, value in batch.items()}
+    if "response_mask" in out:
+        out["response_mask"][len(pick) :] = 0.0
+    return out
+
+
+def reference_logprobs_of_rows(
+    model: Qwen2, batch: dict[str, np.ndarray], *, microbatch_rows: int,
+    place: Callable[[np.ndarray], jax.Array] = jnp.asarray,
+) -> np.ndarray:
+    """``[B, T]`` reference log-probs of every row, ``microbatch_rows`` rows per (fixed-shape) call."""
+    rows = batch["inputs"].shape[0]
+    keys = ("inputs", "targets", "attention_mask")
+    pieces = []
+    for start in range(0, rows, microbatch_rows):
+        pick = np.arange(start, min(start + microbatch_rows, rows))
+        micro = padded_rows({key: batch[key] for key in keys}, pick, microbatch_rows)
+        pieces.append(to_host(reference_logprobs(model, {key: place(value) for key, value in micro.items()}))[: len(pick)])
+    return np.concatenate(pieces)
+
+
 @nnx.jit(static_argnames="chunk_size")
 def reference_logprobs(model: Qwen2, batch: dict[str, jax.Array], chunk_size: int | None = None) -> jax.Array:
     """``[B, T]`` log-probs of the targets under ``model`` (the frozen reference policy)."""
@@ -107,8 +136,9 @@ def ppo_update(
         total, metrics = None, []
         for micro_start in range(0, len(minibatch), microbatch_rows):
             pick = minibatch[micro_start : micro_start + microbatch_rows]
-            micro = {key: place(value[pick]) for key, value in batch.items()}
-            grads, micro_metrics = _gradients(model, micro, place(ref_logprobs[pick]), token_count, cfg, chunk_size)
+            micro = {key: place(value) for key, value in padded_rows(batch, pick, microbatch_rows).items()}
+            ref = place(padded_rows({"ref": ref_logprobs}, pick, microbatch_rows)["ref"])
+            grads, micro_metrics = _gradients(model, micro, ref, token_count, cfg, chunk_size)
             total = grads if total is None else jax.tree.map(jnp.add, total, grads)
             metrics.append(micro_metrics)
         grad_norm = _apply(model, optimizer, total)

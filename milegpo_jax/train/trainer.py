@@ -43,7 +43,7 @@ from milegpo_jax.train.expert import expert_episodes
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
 from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.optim import make_optimizer
-from milegpo_jax.train.ppo import pack_rows, ppo_update, reference_logprobs
+from milegpo_jax.train.ppo import pack_rows, ppo_update, reference_logprobs_of_rows
 from milegpo_jax.train.preemption import PreemptionGuard
 from milegpo_jax.train.sft import SFTExample, train_sft
 
@@ -268,8 +268,8 @@ class Trainer:
         start = time.perf_counter()
         packed = pack_rows([row.generation for row in rows], advantages, self.tokenizer.pad_token_id)
         if self.reference is not None:
-            placed = {key: self._place_rows(value) for key, value in packed.items()}
-            ref = multihost.to_host(reference_logprobs(self.reference, placed))
+            ref = reference_logprobs_of_rows(self.reference, packed, microbatch_rows=cfg.ppo.microbatch_rows,
+                                             place=self._place_rows)
         else:
             ref = packed["old_logprobs"]
         timings["time/logprob_s"] = time.perf_counter() - start
@@ -305,7 +305,12 @@ class Trainer:
     def run(self) -> dict[str, Any]:
         cfg = self.config
         done = 0
-        restored = self.checkpointer.restore(abstract_like(self._state()))
+        try:
+            restored = self.checkpointer.restore(abstract_like(self._state()))
+        except BaseException:  # refused (config changed) or unreadable: stop the env servers now, not at exit
+            self.checkpointer.close()
+            self.pool.close()
+            raise
         if restored is not None:
             self._load_state(restored.state)
             done = restored.meta.iteration

@@ -11,7 +11,7 @@ from flax import nnx
 from milegpo_jax.models import ModelConfig, init_model
 from milegpo_jax.rollout.collector import Generation
 from milegpo_jax.train.loss import PPOLossConfig
-from milegpo_jax.train.ppo import pack_rows, ppo_update, reference_logprobs
+from milegpo_jax.train.ppo import pack_rows, padded_rows, ppo_update, reference_logprobs, reference_logprobs_of_rows
 from milegpo_jax.train.sft import SFTExample, pack_batch, train_sft
 
 CONFIG = ModelConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4, num_kv_heads=2)
@@ -55,11 +55,12 @@ def test_ppo_update_follows_the_advantage_sign(sign):
     assert np.sign(moved) == sign and history[0]["grad_norm"] > 0
 
 
-def test_microbatch_accumulation_equals_one_big_batch():
+@pytest.mark.parametrize("micro", [1, 3])  # 3: the second micro-batch is padded from 1 row to 3
+def test_microbatch_accumulation_equals_one_big_batch(micro):
     generations = [Generation((1, 2, 3), (5 + i, 2), (0.0, 0.0), "") for i in range(4)]
     advantages = [1.0, -0.5, 0.25, 2.0]
     results = []
-    for micro in (4, 1):
+    for micro in (4, micro):
         model = init_model(CONFIG, seed=2)
         batch = pack_rows(generations, advantages, pad_id=0)
         batch["old_logprobs"] = np.asarray(reference_logprobs(model, batch)) * batch["response_mask"]
@@ -69,3 +70,16 @@ def test_microbatch_accumulation_equals_one_big_batch():
         results.append(jax.tree.leaves(nnx.state(model, nnx.Param)))
     for together, accumulated in zip(*results, strict=True):
         np.testing.assert_allclose(np.asarray(together), np.asarray(accumulated), atol=1e-6)
+
+
+def test_padded_rows_add_nothing_and_keep_one_shape():
+    generations = [Generation((1, 2, 3, 4), (5 + i, 2), (0.0, 0.0), "") for i in range(3)]
+    batch = pack_rows(generations, [1.0, -1.0, 0.5], pad_id=0)
+    padded = padded_rows(batch, np.array([2, 0]), 4)
+    assert all(value.shape[0] == 4 for value in padded.values())
+    assert padded["response_mask"][2:].sum() == 0 and padded["response_mask"][:2].sum() == batch["response_mask"][[2, 0]].sum()
+    np.testing.assert_array_equal(padded["inputs"][:2], batch["inputs"][[2, 0]])
+
+    model = init_model(CONFIG, seed=3)
+    whole = np.asarray(reference_logprobs(model, batch))
+    np.testing.assert_allclose(reference_logprobs_of_rows(model, batch, microbatch_rows=2), whole, atol=1e-6)
