@@ -106,7 +106,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--mesh", help="data,fsdp,tensor sizes (one may be -1), e.g. 1,-1,4; default: config.mesh")
     parser.add_argument("--dtype", default="bfloat16", help="weights and compute dtype, or 'config' for the config's")
     parser.add_argument("--logits-chunk", type=int, default=None,
-                        help="LM-head positions per chunk in the PPO loss (default: none, as the trainer)")
+                        help="LM-head positions per chunk in the PPO loss (default: the config's ppo.logits_chunk)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     return parser.parse_args(rest), overrides
 
@@ -440,7 +440,8 @@ def run(args, overrides) -> tuple[dict, bool]:
 
     reports = []
     if "train" in what:
-        reports.append(train_program(config, model_cfg, mesh, hbm, args.logits_chunk))
+        chunk = (args.logits_chunk if args.logits_chunk is not None else config.ppo.logits_chunk) or None  # 0: none
+        reports.append(train_program(config, model_cfg, mesh, hbm, chunk))
     if "prefill" in what or "decode" in what:
         reports += sampler_programs(config, model_cfg, mesh, hbm, set(what))
 
@@ -456,7 +457,7 @@ def run(args, overrides) -> tuple[dict, bool]:
         print(f"error: {report.what} does not fit a {generation} chip: {reason} "
               f"(topology {args.topology}, mesh {mesh_text}); "
               f"use more chips, another mesh, fewer rows or shorter sequences"
-              f"{' or --logits-chunk N' if report.what == 'train' and args.logits_chunk is None else ''}",
+              f"{' or a smaller --logits-chunk' if report.what == 'train' else ''}",
               file=sys.stderr)
     result = {
         "topology": args.topology,

@@ -80,6 +80,7 @@ HASH_EXCLUDED = (
     "env.python",
     "env.step_timeout_s",
     "env.reset_timeout_s",
+    "ppo.logits_chunk",  # memory layout only: the same log-probs either way
     "mesh",
     "logging",
     "distributed",
@@ -378,6 +379,9 @@ class PPOSection:
     epochs: int = 1  # passes over each iteration's rows
     minibatch_rows: int = 256  # step rows per optimizer update
     microbatch_rows: int = 64  # step rows per forward/backward (gradient accumulation)
+    # LM-head positions per chunk in the loss (0: all at once). With a 152k vocabulary a micro-batch's
+    # full fp32 logits take GiBs; chunks keep one [rows, chunk, vocab] block alive at a time.
+    logits_chunk: int = 0
     loss_agg: str = "token-mean"
 
     def __post_init__(self):
@@ -387,6 +391,7 @@ class PPOSection:
         _non_negative("ppo.kl_coef", self.kl_coef)
         _choice("ppo.kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         _non_negative("ppo.entropy_coef", self.entropy_coef)
+        _non_negative("ppo.logits_chunk", self.logits_chunk)
         for name in ("epochs", "minibatch_rows", "microbatch_rows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"ppo.{name}={getattr(self, name)}: must be >= 1")

@@ -27,5 +27,6 @@ def get_config(arg=None):
     config.credit.recipe = "alfworld"
     config.ppo.minibatch_rows = 256
     config.ppo.microbatch_rows = 64
+    config.ppo.logits_chunk = 512  # fits the train step on v5e:4x4 (experiments.aot; README)
     config.run.name = "alfworld-milegpo"
     return config

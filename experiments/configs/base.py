@@ -79,6 +79,7 @@ def get_config(arg=None):
     ppo.epochs = 1
     ppo.minibatch_rows = 256
     ppo.microbatch_rows = 64
+    ppo.logits_chunk = 0  # all positions at once; the 152k-vocabulary recipes chunk
     ppo.loss_agg = "token-mean"
 
     config.sft = sft = ml_collections.ConfigDict()

@@ -24,5 +24,6 @@ def get_config(arg=None):
     config.credit.recipe = "webshop"
     config.ppo.minibatch_rows = 64
     config.ppo.microbatch_rows = 4
+    config.ppo.logits_chunk = 512  # 4096-token prompts x 152k vocabulary: chunk the LM head
     config.run.name = "webshop-milegpo"
     return config

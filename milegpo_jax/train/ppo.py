@@ -64,7 +64,7 @@ def padded_rows(batch: dict[str, np.ndarray], pick: np.ndarray, rows: int) -> di
 
 def reference_logprobs_of_rows(
     model: Qwen2, batch: dict[str, np.ndarray], *, microbatch_rows: int,
-    place: Callable[[np.ndarray], jax.Array] = jnp.asarray,
+    place: Callable[[np.ndarray], jax.Array] = jnp.asarray, chunk_size: int | None = None,
 ) -> np.ndarray:
     """``[B, T]`` reference log-probs of every row, ``microbatch_rows`` rows per (fixed-shape) call."""
     rows = batch["inputs"].shape[0]
@@ -73,7 +73,7 @@ def reference_logprobs_of_rows(
     for start in range(0, rows, microbatch_rows):
         pick = np.arange(start, min(start + microbatch_rows, rows))
         micro = padded_rows({key: batch[key] for key in keys}, pick, microbatch_rows)
-        pieces.append(to_host(reference_logprobs(model, {key: place(value) for key, value in micro.items()}))[: len(pick)])
+        pieces.append(to_host(reference_logprobs(model, {key: place(value) for key, value in micro.items()}, chunk_size=chunk_size))[: len(pick)])
     return np.concatenate(pieces)
 
 

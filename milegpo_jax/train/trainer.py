@@ -269,7 +269,7 @@ class Trainer:
         packed = pack_rows([row.generation for row in rows], advantages, self.tokenizer.pad_token_id)
         if self.reference is not None:
             ref = reference_logprobs_of_rows(self.reference, packed, microbatch_rows=cfg.ppo.microbatch_rows,
-                                             place=self._place_rows)
+                                             place=self._place_rows, chunk_size=cfg.ppo.logits_chunk or None)
         else:
             ref = packed["old_logprobs"]
         timings["time/logprob_s"] = time.perf_counter() - start
@@ -281,7 +281,7 @@ class Trainer:
             updates += ppo_update(
                 self.model, self.optimizer, packed, ref, self.loss_config,
                 minibatch_rows=cfg.ppo.minibatch_rows, microbatch_rows=cfg.ppo.microbatch_rows, rng=rng,
-                place=self._place_rows,
+                place=self._place_rows, chunk_size=cfg.ppo.logits_chunk or None,
             )
         timings["time/update_s"] = time.perf_counter() - start
         for key in updates[0]:
