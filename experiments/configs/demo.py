@@ -51,8 +51,10 @@ def get_config(arg=None):
     env.groups_per_iteration = 8
     env.group_size = 8
     env.max_env_steps = 10
-    env.history_length = 0  # short prompts: attention over ~256 tokens keeps a CPU iteration in seconds
-    env.eval_tasks_per_split = ml_collections.ConfigDict({"eval_id": 64})  # held-out dev seeds
+    # The last observation/action pair: without any memory a policy walks back and forth between rooms,
+    # and held-out success stayed at the warm start's ~0.70 although training success rose (history 0).
+    env.history_length = 1
+    env.eval_tasks_per_split = ml_collections.ConfigDict({"eval_id": 128})  # held-out dev seeds
     env.eval_seeds = (123,)
 
     sampling = config.sampling
@@ -62,7 +64,7 @@ def get_config(arg=None):
     config.credit.recipe = "alfworld"  # sparse success reward, as in ALFWorld
 
     optim = config.optim
-    optim.learning_rate = 1e-4
+    optim.learning_rate = 1e-3  # 1e-4 barely moved the policy in 20 iterations
     optim.weight_decay = 0.0
 
     ppo = config.ppo
@@ -72,13 +74,13 @@ def get_config(arg=None):
 
     sft = config.sft
     sft.episodes = 64
-    sft.epochs = 10  # ~65 updates: the format is learnt, the policy still errs (~60 % held-out success)
+    sft.epochs = 10  # ~75 updates: the format is mostly learnt, the policy still errs (~65 % held-out success)
     sft.learning_rate = 1e-3
     sft.batch_rows = 32
 
     run = config.run
     run.name = "demo-twx-coin"
-    run.iterations = 20  # 10 moved held-out success only 0.64 -> 0.66 (seed 0); see the issue notes
+    run.iterations = 30
     run.eval_every = 10
     run.eval_before_training = True
     run.save_every = 5
