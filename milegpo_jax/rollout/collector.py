@@ -55,6 +55,7 @@ class EpisodeSummary:
     steps: int
     aborted: bool
     score: float
+    task_type: str | None = None  # the env's info["task_type"] at reset (ALFWorld's six types), if any
 
 
 @dataclasses.dataclass(frozen=True)
@@ -100,6 +101,14 @@ class RolloutBatch:
             "steps": float(len(rows)),
         }
 
+    def success_by_task_type(self) -> dict[str, float]:
+        """Success rate of the finished episodes of each task type the env reports (empty when none)."""
+        by_type: dict[str, list[bool]] = {}
+        for e in self.episodes:
+            if not e.aborted and e.task_type is not None:
+                by_type.setdefault(str(e.task_type), []).append(e.won)
+        return {task_type: sum(won) / len(won) for task_type, won in sorted(by_type.items())}
+
 
 def merge_host_batches(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     """One batch from the batches every host played for its share of a plan.
@@ -112,6 +121,18 @@ def merge_host_batches(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     for host, batch in enumerate(batches):
         rows += [dataclasses.replace(r, group=host + r.group * hosts) for r in batch.rows]
         episodes += [dataclasses.replace(e, group=host + e.group * hosts) for e in batch.episodes]
+    return RolloutBatch(tuple(rows), tuple(episodes))
+
+
+def merge_passes(batches: Sequence[RolloutBatch]) -> RolloutBatch:
+    """One batch from consecutive passes over disjoint task lists (their groups numbered on)."""
+    if len(batches) == 1:
+        return batches[0]
+    rows, episodes, offset = [], [], 0
+    for batch in batches:
+        rows += [dataclasses.replace(r, group=r.group + offset) for r in batch.rows]
+        episodes += [dataclasses.replace(e, group=e.group + offset) for e in batch.episodes]
+        offset += 1 + max((e.group for e in batch.episodes), default=-1)
     return RolloutBatch(tuple(rows), tuple(episodes))
 
 
@@ -132,6 +153,7 @@ def collect(
     replies = pool.reset_groups(plan)
     size = plan.group_size
     current = [reply.result for reply in replies]
+    task_types = [None if reply.aborted else reply.result.info.get("task_type") for reply in replies]
     aborted = [reply.aborted for reply in replies]
     active = [not reply.aborted for reply in replies]
     history: list[list[HistoryEntry]] = [[] for _ in replies]
@@ -184,6 +206,7 @@ def collect(
             if result.done:
                 active[i] = False
     episodes = tuple(
-        EpisodeSummary(i // size, i % size, won[i], steps[i], aborted[i], score[i]) for i in range(len(replies))
+        EpisodeSummary(i // size, i % size, won[i], steps[i], aborted[i], score[i], task_types[i])
+        for i in range(len(replies))
     )
     return RolloutBatch(tuple(rows), episodes)

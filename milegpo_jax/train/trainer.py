@@ -36,7 +36,7 @@ from milegpo_jax.models.tokenizer import load_tokenizer
 from milegpo_jax.models.word_tokenizer import build_word_tokenizer
 from milegpo_jax import multihost
 from milegpo_jax.parallel import make_mesh
-from milegpo_jax.rollout.collector import RolloutBatch, collect, merge_host_batches
+from milegpo_jax.rollout.collector import RolloutBatch, collect, merge_host_batches, merge_passes
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
 from milegpo_jax.train.expert import expert_episodes
@@ -223,18 +223,29 @@ class Trainer:
         return jax.device_put(rows, NamedSharding(self.mesh, spec))
 
     def evaluate(self, iteration: int) -> dict[str, float]:
-        """Success on every configured eval split (one rollout per task, T = eval_temperature)."""
+        """Every configured eval split, one rollout per task at T = eval_temperature, averaged over the
+        eval seeds: success rate, the env's score (WebShop's attribute-match score) and, where the env
+        reports task types (ALFWorld), the success rate of each type. A count of 0 means every task of
+        the split, played in passes of at most the pool's size."""
         results = {}
         for split, count in dict(self.config.env.eval_tasks_per_split).items():
-            if count <= 0:
-                continue
-            rates = []
+            tasks = list(range(count or self.pool.num_tasks(split)))
+            per_seed = []
             for eval_seed in self.config.env.eval_seeds:
                 # one-rollout groups, so the hosts can split the tasks whatever their count
-                plan = GroupPlan(split, tuple(range(count)), tuple([eval_seed] * count), 1)
-                batch = self.rollout(plan, self.config.sampling.eval_temperature, _seed(eval_seed, 7))
-                rates.append(batch.metrics()["success_rate"])
-            results[f"{split}/success_rate"] = float(np.mean(rates))
+                per_pass = self.pool.num_envs * jax.process_count()
+                batch = merge_passes([
+                    self.rollout(GroupPlan(split, tuple(chunk), tuple([eval_seed] * len(chunk)), 1),
+                                 self.config.sampling.eval_temperature, _seed(eval_seed, 7) + start)
+                    for start in range(0, len(tasks), per_pass)
+                    for chunk in [tasks[start : start + per_pass]]
+                ])
+                metrics = batch.metrics()
+                figures = {"success_rate": metrics["success_rate"], "score": metrics["score"]}
+                figures.update({f"success_rate/{t}": v for t, v in batch.success_by_task_type().items()})
+                per_seed.append(figures)
+            for key in sorted({key for figures in per_seed for key in figures}):
+                results[f"{split}/{key}"] = float(np.mean([f[key] for f in per_seed if key in f]))
         return results
 
     # ------------------------------------------------------------------ one iteration
