@@ -16,8 +16,6 @@ the checkpoints from every host to the shared work directory.
 
 from __future__ import annotations
 
-import functools
-import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -29,23 +27,26 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
+from milegpo_jax import multihost
 from milegpo_jax.config import TrainConfig, config_hash, config_identity
 from milegpo_jax.credit.api import compute_credit
-from milegpo_jax.models import ModelConfig, init_model, load_pretrained, save_pretrained
+from milegpo_jax.models import load_pretrained
 from milegpo_jax.models.tokenizer import load_tokenizer
-from milegpo_jax.models.word_tokenizer import build_word_tokenizer
-from milegpo_jax import multihost
 from milegpo_jax.parallel import make_mesh
-from milegpo_jax.rollout.collector import RolloutBatch, collect, merge_host_batches, merge_passes
+from milegpo_jax.rollout.collector import (
+    RolloutBatch,
+    collect,
+    merge_host_batches,
+    merge_passes,
+)
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
-from milegpo_jax.train.expert import expert_episodes
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
 from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.optim import make_optimizer
 from milegpo_jax.train.ppo import pack_rows, ppo_update, reference_logprobs_of_rows
 from milegpo_jax.train.preemption import PreemptionGuard
-from milegpo_jax.train.sft import SFTExample, train_sft
+from milegpo_jax.train.warm_start import write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)
 # The env's reward is 1 on success (TextWorldExpress) or 10 (ALFWorld/WebShop adapters): credit wants
@@ -59,14 +60,6 @@ def _seed(*parts: int) -> int:
     for part in parts:
         value = (value * 1_000_003 + int(part)) % 2**31
     return value
-
-
-def chat_ids(tokenizer, prompt: str, response: str) -> SFTExample:
-    """Token ids of a one-turn chat and the assistant answer closed by the end-of-turn token."""
-    prompt_text = tokenizer.apply_chat_template([{"role": "user", "content": prompt}], add_generation_prompt=True, tokenize=False)
-    prompt_ids = tokenizer(prompt_text, add_special_tokens=False)["input_ids"]
-    response_ids = tokenizer(response, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
-    return SFTExample(tuple(prompt_ids), tuple(response_ids))
 
 
 class Trainer:
@@ -126,67 +119,7 @@ class Trainer:
         return model, load_tokenizer(warm_start)
 
     def _write_warm_start(self, warm_start: Path) -> None:
-        cfg = self.config.model
-        if cfg.hf_checkpoint is not None:
-            model, _ = load_pretrained(cfg.hf_checkpoint, dtype=cfg.param_dtype, compute_dtype=cfg.compute_dtype,
-                                       scan_layers=cfg.scan_layers, remat=cfg.remat)
-            tokenizer_dir = Path(cfg.tokenizer_dir or cfg.hf_checkpoint)
-        else:
-            tokenizer_dir = Path(cfg.tokenizer_dir) if cfg.tokenizer_dir else self._build_env_tokenizer()
-        tokenizer = load_tokenizer(tokenizer_dir)
-        if cfg.hf_checkpoint is None:
-            model = init_model(self._model_config(tokenizer), seed=cfg.init_seed)
-        if self.config.sft.episodes > 0:
-            self._supervised_warm_start(model, tokenizer)
-        save_pretrained(model, model.config, warm_start)
-        # The tokenizer's own files, byte for byte: a transformers round trip re-saves a word-level
-        # tokenizer under a generic backend class that then loads with a different vocabulary mapping.
-        for file in tokenizer_dir.iterdir():
-            if file.is_file() and not (file.name == "config.json" or file.name.startswith("model")):
-                shutil.copy2(file, warm_start / file.name)
-
-    def _model_config(self, tokenizer) -> ModelConfig:
-        cfg = self.config.model
-        if cfg.preset is not None:
-            from milegpo_jax.models import preset
-
-            return preset(cfg.preset, param_dtype=cfg.param_dtype, dtype=cfg.compute_dtype)
-        arch = cfg.architecture
-        return ModelConfig(
-            vocab_size=arch.vocab_size or len(tokenizer), hidden_size=arch.hidden_size,
-            intermediate_size=arch.intermediate_size, num_layers=arch.num_layers, num_heads=arch.num_heads,
-            num_kv_heads=arch.num_kv_heads, head_dim=arch.head_dim, rope_theta=arch.rope_theta,
-            rms_norm_eps=arch.rms_norm_eps, tie_word_embeddings=arch.tie_word_embeddings,
-            max_position_embeddings=arch.max_position_embeddings, param_dtype=cfg.param_dtype,
-            dtype=cfg.compute_dtype, remat=cfg.remat, scan_layers=cfg.scan_layers,
-            eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
-        )
-
-    @functools.cached_property
-    def _expert_demonstrations(self):
-        """Expert episodes on training tasks, played once: the tokenizer corpus and the SFT data."""
-        episodes = max(self.config.sft.episodes, 1)
-        return list(expert_episodes(
-            self.config.env.name, self.env_options, self.config.env.train_split, range(episodes),
-            history_length=self.config.env.history_length, seed=self.config.run.seed,
-        ))
-
-    def _build_env_tokenizer(self) -> Path:
-        """A word tokenizer from the environment's text (expert episodes on training tasks); its folder."""
-        corpus = [text for episode in self._expert_demonstrations for d in episode for text in (d.prompt, d.response)]
-        return build_word_tokenizer(corpus, self.workdir / "tokenizer")
-
-    def _supervised_warm_start(self, model, tokenizer) -> None:
-        cfg = self.config.sft
-        examples = [chat_ids(tokenizer, d.prompt, d.response) for episode in self._expert_demonstrations for d in episode]
-        steps = max(1, cfg.epochs * len(examples) // cfg.batch_rows)
-        with ProgressBar(steps, keys=("loss",), description="SFT warm start", enabled=self.config.logging.progress_bar) as bar:
-            history = train_sft(
-                model, examples, pad_id=tokenizer.pad_token_id, steps=steps, batch_size=cfg.batch_rows,
-                learning_rate=cfg.learning_rate, seed=self.config.run.seed,
-                progress=lambda step, metrics: bar.update({"loss": metrics["loss"]}),
-            )
-        self.sft_history = history
+        self.sft_history = write_warm_start(self.config, warm_start, tokenizer_dir=self.workdir / "tokenizer")
 
     def _reference_policy(self):
         if self.config.ppo.kl_coef == 0:

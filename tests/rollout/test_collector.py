@@ -3,6 +3,7 @@ batch merges the trainer uses for multi-host rollouts and multi-pass evaluation.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import pytest
@@ -54,7 +55,7 @@ def test_every_env_plays_to_its_end_in_lockstep(played):
         rows = sorted((r for r in batch.rows if (r.group, r.trajectory) == (episode.group, episode.trajectory)), key=lambda r: r.t)
         assert [r.t for r in rows] == list(range(episode.steps))
         assert episode.steps == (1 if episode.won else 3)  # a win ends the episode; else the 3-step cap
-        for before, after in zip(rows, rows[1:]):
+        for before, after in itertools.pairwise(rows):
             assert after.state == before.next_state
         assert all(r.action == "take coin" and r.valid for r in rows)
         assert rows[-1].reward == (10.0 if episode.won else 0.0)
