@@ -9,6 +9,9 @@ with MileGPO and evaluates on held-out dev seeds (eval_id) before and after.
 Game: coin in 3 rooms, 1 distractor, no doors: gold paths of 2-7 actions, so a 10-step cap leaves
 room to wander. 8 groups x 8 rollouts per iteration; responses of at most 24 tokens (a short think
 and an action). The learning rate suits a small model freshly warm-started, not a 1.5B one.
+
+Measured (held-out success on 128 dev seeds at T=0.4, warm start -> 30 iterations, 2 cores):
+seed 0 0.625 -> 0.750 in 586 s, seed 1 0.523 -> 0.758 in 525 s.
 """
 
 import ml_collections
