@@ -16,6 +16,7 @@ import gc
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -51,6 +52,10 @@ pytestmark = [
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "JAX_PLATFORMS": "cpu", "PYTHONPATH": str(REPO)}
 ITERATIONS = 3  # the reference run's length
+# A hashed setting changed on resume, and how the refusal must name it (from the demo's own value).
+_LR = build_config("experiments/configs/demo.py", TINY).optim.learning_rate
+CHANGED_LR = 2 * _LR
+LR_CHANGE = f"optim.learning_rate: {_LR} -> {CHANGED_LR}"
 RUN_TIMEOUT_S = 300
 # Metrics that legitimately differ between two runs of the same iterations.
 UNSTABLE = ("wall_time", "time/")
@@ -348,14 +353,14 @@ def test_corrupt_latest_checkpoint_is_set_aside_and_the_run_resumes_from_the_one
 def test_changed_hashed_setting_is_refused_unless_allowed(straight, cli_runs, tmp_path):
     workdir = tmp_path / "run"
     shutil.copytree(straight["workdir"], workdir)
-    changed = ("optim.learning_rate=0.0002", f"run.iterations={ITERATIONS + 1}")
+    changed = (f"optim.learning_rate={CHANGED_LR}", f"run.iterations={ITERATIONS + 1}")
 
     refused = cli_runs(workdir, *changed)
     code = refused.finish()
     assert code != 0
     # the error is the last thing on stderr, naming the change and the way out
     tail = refused.stderr.strip().splitlines()[-1]
-    assert "ConfigMismatchError" in tail and "optim.learning_rate: 0.0001 -> 0.0002" in tail and "allow_config_change" in tail, tail
+    assert "ConfigMismatchError" in tail and LR_CHANGE in tail and "allow_config_change" in tail, tail
     assert _steps(workdir) == [ITERATIONS - 1, ITERATIONS] and not (workdir / CORRUPT_DIR).exists()
     assert max(_trained(workdir)) == ITERATIONS  # nothing logged or truncated
     assert refused.spawned and not _wait_gone(refused.spawned, timeout_s=5), "env servers outlived the refused run"
@@ -366,7 +371,7 @@ def test_changed_hashed_setting_is_refused_unless_allowed(straight, cli_runs, tm
     trainer = Trainer(build_config("experiments/configs/demo.py", [*TINY, *changed]), workdir)
     servers = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])} - before
     assert servers
-    with pytest.raises(ConfigMismatchError, match=r"optim\.learning_rate: 0\.0001 -> 0\.0002"):
+    with pytest.raises(ConfigMismatchError, match=re.escape(LR_CHANGE)):
         trainer.run()
     try:
         assert not _wait_gone(servers, timeout_s=5), "Trainer.run raised and left its env servers running"
@@ -374,7 +379,7 @@ def test_changed_hashed_setting_is_refused_unless_allowed(straight, cli_runs, tm
         trainer.pool.close()
 
     # allowed: the same overrides plus the flag (in-process: a CLI start is the slow part of this test)
-    with pytest.warns(RuntimeWarning, match=r"optim\.learning_rate: 0\.0001 -> 0\.0002"):
-        _, summary = _in_process(workdir, ITERATIONS + 1, "optim.learning_rate=0.0002", "run.allow_config_change=true")
+    with pytest.warns(RuntimeWarning, match=re.escape(LR_CHANGE)):
+        _, summary = _in_process(workdir, ITERATIONS + 1, f"optim.learning_rate={CHANGED_LR}", "run.allow_config_change=true")
     assert summary["resumed_from"] == ITERATIONS
     assert _steps(workdir)[-1] == ITERATIONS + 1 and ITERATIONS + 1 in _trained(workdir)
