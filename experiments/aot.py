@@ -282,7 +282,6 @@ def train_program(config, model_cfg, mesh, hbm: int, logits_chunk: int | None) -
 
     from milegpo_jax.parallel import logical_sharding
     from milegpo_jax.shapes import bucket_size
-    from milegpo_jax.train.loss import PPOLossConfig
     from milegpo_jax.train.optim import make_optimizer
     from milegpo_jax.train.step import (
         TrainStep,
@@ -294,9 +293,7 @@ def train_program(config, model_cfg, mesh, hbm: int, logits_chunk: int | None) -
     sharding = logical_sharding(mesh, "train")
     graphdef, params, param_shardings = abstract_params(model_cfg, sharding)
     ppo = config.ppo
-    loss_config = PPOLossConfig(clip_low=ppo.clip_low, clip_high=ppo.clip_high, kl_coef=ppo.kl_coef,
-                                kl_estimator=ppo.kl_estimator, entropy_coef=ppo.entropy_coef)
-    step = TrainStep(graphdef, make_optimizer(config.optim), loss_config, ppo.microbatch_rows, logits_chunk)
+    step = TrainStep(graphdef, make_optimizer(config.optim), ppo.loss_config(), ppo.microbatch_rows, logits_chunk)
     _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
     opt_state = with_shardings(abstract_opt, opt_shardings)
     # the longest packed row: prompt + response - 1 tokens, bucketed as ppo.pack_rows does

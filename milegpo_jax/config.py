@@ -57,12 +57,10 @@ from milegpo_jax.models.qwen2 import (
 )
 from milegpo_jax.parallel import MeshConfig
 from milegpo_jax.rollout.prompts import ENVS
+from milegpo_jax.train.loss import KL_ESTIMATORS, PPOLossConfig
 
 EVAL_SPLITS = ("eval_id", "eval_ood")
 LR_SCHEDULES = ("constant", "cosine", "linear")
-# verl's names (as milegpo_jax.train.loss implements them): k3 ("low_var_kl", the paper's choice),
-# k1 ("kl"), k2 ("mse")
-KL_ESTIMATORS = ("low_var_kl", "kl", "mse")
 # the loss aggregates by token mean (verl-agent's setting); other modes come with the loss that does them
 LOSS_AGGREGATIONS = ("token-mean",)
 BEST_MODES = ("max", "min")
@@ -400,6 +398,11 @@ class PPOSection:
                 f"ppo.minibatch_rows={self.minibatch_rows} is not a multiple of ppo.microbatch_rows={self.microbatch_rows}"
             )
         _choice("ppo.loss_agg", self.loss_agg, LOSS_AGGREGATIONS)
+
+    def loss_config(self) -> PPOLossConfig:
+        """The loss's own config from this section."""
+        return PPOLossConfig(clip_low=self.clip_low, clip_high=self.clip_high, kl_coef=self.kl_coef,
+                             kl_estimator=self.kl_estimator, entropy_coef=self.entropy_coef)
 
 
 @dataclasses.dataclass(frozen=True)

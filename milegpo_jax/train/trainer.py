@@ -42,7 +42,6 @@ from milegpo_jax.rollout.collector import (
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
-from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.optim import make_optimizer
 from milegpo_jax.train.ppo import pack_rows, ppo_update, reference_logprobs_of_rows
 from milegpo_jax.train.preemption import PreemptionGuard
@@ -69,10 +68,7 @@ class Trainer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.env_options = config.env.adapter_options()
         self.credit_config = config.credit_config()
-        self.loss_config = PPOLossConfig(
-            clip_low=config.ppo.clip_low, clip_high=config.ppo.clip_high, kl_coef=config.ppo.kl_coef,
-            kl_estimator=config.ppo.kl_estimator, entropy_coef=config.ppo.entropy_coef,
-        )
+        self.loss_config = config.ppo.loss_config()
         self.checkpointer = Checkpointer(
             self.workdir, config_hash(config), keep=config.run.keep_checkpoints, best_mode=config.run.best_mode,
             config=config_identity(config), allow_config_change=config.run.allow_config_change,
