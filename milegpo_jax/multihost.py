@@ -106,13 +106,13 @@ def local_submesh(mesh: Mesh) -> Mesh:
     """
     tensor = mesh.shape["tensor"]
     groups = np.asarray(mesh.devices).reshape(-1, tensor)
-    me = jax.process_index()
-    mine = [row for row in groups if all(d.process_index == me for d in row)]
-    if any(any(d.process_index == me for d in row) for row in groups if not all(d.process_index == me for d in row)):
+    owners = [{device.process_index for device in group} for group in groups]
+    if any(len(hosts) > 1 for hosts in owners):
         raise MultiHostError(
             f"mesh {dict(mesh.shape)}: a tensor-parallel group spans several hosts; keep mesh.tensor at most "
             f"the devices per host ({jax.local_device_count()}) so each host can sample on its own devices"
         )
+    mine = [group for group, hosts in zip(groups, owners) if hosts == {jax.process_index()}]
     devices = np.asarray(mine).reshape(len(mine), 1, tensor)
     return Mesh(devices, parallel.MESH_AXES, axis_types=(jax.sharding.AxisType.Auto,) * len(parallel.MESH_AXES))
 

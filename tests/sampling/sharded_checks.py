@@ -92,3 +92,21 @@ def test_decode_state_is_laid_out_by_the_sample_rules(models, monkeypatch):
         assert array.sharding.is_equivalent_to(NamedSharding(array.sharding.mesh, spec), array.ndim), (
             array.sharding.spec, spec,
         )
+
+
+def test_host_local_copy_samples_like_the_single_device_model(checkpoint):
+    """multihost.host_local_copy: the trainer's sampling copy (train layout -> this host's sub-mesh,
+    here all 8 devices as data 4 x fsdp 1 x tensor 2) gives the single-device results."""
+    from milegpo_jax import multihost
+
+    _, path = checkpoint
+    plain, _ = load_pretrained(path)
+    mesh = parallel.make_mesh({"data": 2, "fsdp": 2, "tensor": 2})
+    trained, _ = load_pretrained(path, mesh=mesh, mode="train")
+    copy = multihost.host_local_copy(trained, mesh)
+    assert dict(copy.sharding.mesh.shape) == {"data": 4, "fsdp": 1, "tensor": 2}
+    assert set(copy.sharding.mesh.devices.flat) == set(jax.devices())
+    prompts = prompts_of_lengths(LENGTHS, seed=41)
+    for config, key in [(SamplingConfig(max_new_tokens=BUDGET, temperature=0.0), None),
+                        (SamplingConfig(max_new_tokens=BUDGET, temperature=0.9, top_k=40), 5)]:
+        _assert_same(generate(copy, prompts, config, key=key), generate(plain, prompts, config, key=key))
