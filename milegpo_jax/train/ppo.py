@@ -73,7 +73,8 @@ def reference_logprobs_of_rows(
     for start in range(0, rows, microbatch_rows):
         pick = np.arange(start, min(start + microbatch_rows, rows))
         micro = padded_rows({key: batch[key] for key in keys}, pick, microbatch_rows)
-        pieces.append(to_host(reference_logprobs(model, {key: place(value) for key, value in micro.items()}, chunk_size=chunk_size))[: len(pick)])
+        logprobs = reference_logprobs(model, {key: place(value) for key, value in micro.items()}, chunk_size=chunk_size)
+        pieces.append(to_host(logprobs)[: len(pick)])
     return np.concatenate(pieces)
 
 
