@@ -54,13 +54,9 @@ def policy_config(config: TrainConfig, tokenizer) -> ModelConfig:
 
         return preset(cfg.preset, param_dtype=cfg.param_dtype, dtype=cfg.compute_dtype)
     arch = cfg.architecture
-    return ModelConfig(
-        vocab_size=arch.vocab_size or len(tokenizer), hidden_size=arch.hidden_size,
-        intermediate_size=arch.intermediate_size, num_layers=arch.num_layers, num_heads=arch.num_heads,
-        num_kv_heads=arch.num_kv_heads, head_dim=arch.head_dim, rope_theta=arch.rope_theta,
-        rms_norm_eps=arch.rms_norm_eps, tie_word_embeddings=arch.tie_word_embeddings,
-        max_position_embeddings=arch.max_position_embeddings, param_dtype=cfg.param_dtype,
-        dtype=cfg.compute_dtype, remat=cfg.remat, scan_layers=cfg.scan_layers,
+    return arch.model_config(
+        vocab_size=arch.vocab_size or len(tokenizer), param_dtype=cfg.param_dtype, dtype=cfg.compute_dtype,
+        remat=cfg.remat, scan_layers=cfg.scan_layers,
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id,
     )
 
