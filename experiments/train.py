@@ -41,10 +41,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     from milegpo_jax import multihost
+    from milegpo_jax.parallel import initialize_multihost
 
     if config.distributed.enabled:  # before anything else touches JAX
         d = config.distributed
-        multihost.initialize(d.coordinator_address, d.num_processes, d.process_id, auto=d.auto)
+        initialize_multihost(d.coordinator_address, d.num_processes, d.process_id, auto=d.auto)
     from milegpo_jax.train.trainer import Trainer
 
     start = time.time()

@@ -1,10 +1,10 @@
-"""Multi-host runs: start-up, each host's share of the work, and moving data between hosts.
+"""Multi-host runs: each host's share of the work, and moving data between hosts.
 
 One process per host (per TPU VM or GPU node; on CPU, per local process) runs the same program. JAX
 arrays sharded over the global mesh span every process; plain Python and NumPy data stays on its
-host. The trainer uses this module for the few places where the two meet:
+host. Joining the job is ``parallel.initialize_multihost``; the trainer uses this module for the few
+places where the two meet:
 
-* ``initialize``: join the job (``jax.distributed``) before any other JAX call;
 * ``host_share``: the slice of a global list (task groups, eval tasks) this host plays;
 * ``allgather_objects``: every host's picklable object, on every host (rollouts -> global batch);
 * ``to_host``: a global array's value as NumPy on every host (metrics, log-probs);
@@ -32,24 +32,6 @@ T = TypeVar("T")
 
 class MultiHostError(RuntimeError):
     """A multi-host layout this code cannot run (with what to change)."""
-
-
-def initialize(
-    coordinator_address: str | None = None,
-    num_processes: int | None = None,
-    process_id: int | None = None,
-    *,
-    auto: bool = False,
-) -> tuple[int, int]:
-    """Joins the multi-host job described by the arguments (or the cluster JAX detects with ``auto``);
-    returns ``(process_index, process_count)``. Nothing happens for a single-host run.
-
-    CPU processes exchange collectives over gloo; GPU and TPU use their own transports, which the
-    setting does not affect.
-    """
-    if auto or coordinator_address is not None:
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    return parallel.initialize_multihost(coordinator_address, num_processes, process_id, auto=auto)
 
 
 def is_lead() -> bool:

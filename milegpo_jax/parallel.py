@@ -246,9 +246,11 @@ def initialize_multihost(
 
     Call it first thing in the entry point, before any other JAX call. Single-host runs pass nothing
     and nothing happens. Pods either pass the coordinator explicitly or ``auto=True`` to let JAX
-    detect the cluster (Cloud TPU, SLURM, ...). Calling it again is a no-op.
+    detect the cluster (Cloud TPU, SLURM, ...). Calling it again is a no-op. CPU processes exchange
+    collectives over gloo; GPU and TPU use their own transports, which that setting does not affect.
     """
     if not jax.distributed.is_initialized() and (auto or coordinator_address is not None):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(
             coordinator_address=coordinator_address,
             num_processes=num_processes,
