@@ -2,7 +2,7 @@
 
 An adapter instance plays one episode at a time. ``reset`` starts task ``task_id`` of a split; every
 K rollouts of a group call ``reset`` with the same (split, task_id, seed) and must see exactly the same
-initial observation and state key (group semantics, spec/credit.md §1.1). ``step`` takes the action
+initial observation and state key (group semantics, docs/environments.md §2). ``step`` takes the action
 string the agent produced (already projected out of the LLM response; it may be inadmissible).
 
 Splits: ``train``, ``eval_id`` (evaluation, in distribution) and ``eval_ood`` (evaluation, out of
@@ -33,7 +33,7 @@ class StepResult:
     won: bool  # task success
     score: float  # task score in [0, 1] (WebShop's reward; 1.0/0.0 elsewhere)
     task: str  # the task description ("Your task is to: ...", the WebShop instruction)
-    state_key: str  # canonical state key for graph credit (spec/credit.md §1.5)
+    state_key: str  # canonical state key for graph credit (docs/credit.md §1.5)
     info: dict[str, Any] = dataclasses.field(default_factory=dict)  # JSON-serialisable extras
 
     def to_json(self) -> dict[str, Any]:

@@ -3,7 +3,7 @@
     python -m experiments.train --config experiments/configs/NAME.py --workdir DIR [--config.a.b=value ...]
 
 A work directory that already holds checkpoints resumes from the newest readable one. The last line
-printed is one JSON object with the run's figures (ARCHITECTURE.md).
+printed is one JSON object with the run's figures (docs/architecture.md §5).
 
 Multi-host: run the same command on every host with ``--config.distributed.*`` set (or
 ``--config.distributed.auto=true`` on a Cloud TPU pod slice / SLURM); the work directory must be on

@@ -14,7 +14,7 @@ A mesh axis is dropped from a dimension it does not divide (e.g. 2 KV heads on 4
 replicated rather than split), so one rules table serves every model size and mesh.
 
 Meshes are made with ``AxisType.Auto`` on every axis (GSPMD-style propagation; jax 0.10's
-``make_mesh`` would otherwise default to Explicit, spec/runtime.md §4).
+``make_mesh`` would otherwise default to Explicit, docs/architecture.md §6.4).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""ALFWorld (``alfworld`` 0.4.2) behind the ``EnvAdapter`` interface (spec/environments.md §1, §6).
+"""ALFWorld (``alfworld`` 0.4.2) behind the ``EnvAdapter`` interface (docs/environments.md §4).
 
 alfworld runs under its own interpreter, ``.venv-alfworld`` (``bash envs_bridge/alfworld/bootstrap.sh``,
 pins in ``requirements.txt``); only ``games.py`` and ``state_key.py`` import without it.

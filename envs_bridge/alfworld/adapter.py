@@ -9,13 +9,13 @@ determined by (split, task_id); ``reset``'s ``seed`` only seeds the expert's tie
 and is recorded in ``info``.
 
 Engine (``engine.py``): TextWorld's ``PddlEnv`` with ALFWorld's ``AlfredDemangler`` and ``AlfredInfos``,
-so observations, admissible commands and the win test are ALFWorld's (spec/environments.md §1.4). An
+so observations, admissible commands and the win test are ALFWorld's (docs/environments.md §4.2). An
 inadmissible action is a step like any other ("Nothing happens."). Reward: 10 on the step that wins
 (verl-agent's ``10 * won``), else 0; ``score`` is 1.0 once won. Episodes end on a win or after
 ``max_steps`` actions (default 50, ``info["truncated"]``). ``admissible_actions`` are ALFWorld's sorted
 list without ``help``. ``task`` is the sentence after "Your task is to: ".
 
-State key: GraphGPO's augmented anchor (``state_key.py``, spec/credit.md §1.5).
+State key: GraphGPO's augmented anchor (``state_key.py``, docs/environments.md §4.3).
 
 ``info``: ``task_type``, ``gamefile``, ``source`` ("official"/"generated"), ``split``, ``task_id``,
 ``seed``, ``steps``, ``truncated``; after ``reset`` also ``walkthrough`` (the game file's winning action
@@ -35,7 +35,7 @@ from envs_bridge.alfworld import engine, games
 from envs_bridge.alfworld.state_key import AnchorTracker
 from envs_bridge.base import EnvAdapter, EnvError, StepResult, check_split
 
-DEFAULT_MAX_STEPS = 50  # verl-agent's env.max_steps for ALFWorld (spec/credit.md §8.3)
+DEFAULT_MAX_STEPS = 50  # verl-agent's env.max_steps for ALFWorld (docs/environments.md §6.3)
 WIN_REWARD = 10.0
 TASK_MARKER = "Your task is to: "
 _HIDDEN_COMMANDS = frozenset({"help"})

@@ -1,4 +1,4 @@
-"""ALFWorld's text engine exactly as ALFWorld assembles it (spec/environments.md §1.4).
+"""ALFWorld's text engine exactly as ALFWorld assembles it (docs/environments.md §4.2).
 
 ``PddlEnv`` (TextWorld) runs a ``game.tw-pddl``: Fast Downward grounds the PDDL problem, ALFWorld's
 grammar renders every feedback string. ``AlfredDemangler`` names entities the way ALFWorld shows them

@@ -1,4 +1,4 @@
-"""Builds playable ALFWorld games offline from what the alfworld wheel ships (spec/environments.md §1.3).
+"""Builds playable ALFWorld games offline from what the alfworld wheel ships (docs/environments.md §4.4).
 
     python -m envs_bridge.alfworld.generate --out DIR --train 240 --eval-id 60 --eval-ood 60 --seed 0
 

@@ -2,7 +2,7 @@
 
 ALFWorld plays ``game.tw-pddl`` = ``{pddl_domain, grammar, pddl_problem, solvable, walkthrough}``; of these
 only ``pddl_problem`` (ALFRED's ``initial_state.pddl``) comes from data that is not obtainable offline.
-This module synthesizes it from the shipped room layouts (spec/environments.md §1.3):
+This module synthesizes it from the shipped room layouts (docs/environments.md §4.4):
 
 1. Receptacles: every fixed receptacle of ``FloorPlanN-openable.json`` at ALFRED's location id
    ``loc|x/0.25|z/0.25|rotation/90|horizon`` of the pose in front of it; ``Sink|…``/``Bathtub|…`` become

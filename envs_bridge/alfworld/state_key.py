@@ -1,4 +1,4 @@
-"""GraphGPO's augmented anchor state key for ALFWorld (spec/credit.md §1.5); no alfworld import.
+"""GraphGPO's augmented anchor state key for ALFWorld (docs/environments.md §4.3); no alfworld import.
 
 ALFWorld's feedback alone is a poor state id: "Nothing happens." or "You arrive at fridge 1. The fridge 1
 is closed." read the same whatever the agent holds or has already done. GraphGPO therefore tracks, from

@@ -15,7 +15,7 @@ Episodes end on success, on ``taskfailure`` (e.g. eating a wrong ingredient in c
 ``max_steps`` actions (``info["truncated"]``). Actions go to the engine verbatim; one it does not know
 is a step like any other ("Unknown action: I'm not sure what you mean.").
 
-State key (graph credit, spec/credit.md §1.5): the task description, TWX's ``look`` text (the current
+State key (graph credit, docs/environments.md §3.2): the task description, TWX's ``look`` text (the current
 room with its contents, doors and container states) and its ``inventory`` text, whitespace-collapsed,
 as ``"task: … | location: … | inventory: …"``. It describes the game state rather than the last
 message: "You take the beret." and a later "look around" in the same room with the same inventory
@@ -40,7 +40,7 @@ from typing import Any
 from envs_bridge.base import EnvAdapter, EnvError, StepResult, check_split
 from envs_bridge.textworld_express import jvm
 
-DEFAULT_GAME_PARAMS: dict[str, dict[str, int]] = {  # spec/environments.md §3
+DEFAULT_GAME_PARAMS: dict[str, dict[str, int]] = {  # docs/environments.md §3.1
     "twc": {"numLocations": 3, "numItemsToPutAway": 4},
     "coin": {"numLocations": 6, "numDistractorItems": 3, "includeDoors": 1},
     "cookingworld": {"numLocations": 5, "numIngredients": 3, "numDistractorItems": 5, "includeDoors": 1},

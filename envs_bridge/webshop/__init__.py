@@ -1,4 +1,4 @@
-"""The built-in WebShop text environment (spec/environments.md §5, §7.2; issue 5, adapter 3).
+"""The built-in WebShop text environment (docs/environments.md §5; issue 5, adapter 3).
 
 product_types.py  vocabularies of the generated catalog (categories, attributes, option groups, prices)
 catalog.py        seeded products in WebShop's schema + synthetic goals; JSON in WebShop's file layout

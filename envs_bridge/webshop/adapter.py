@@ -12,9 +12,9 @@ Tasks are goals of the generated catalog (``catalog.py``), in its fixed shuffled
 Per step: ``observation`` is the raw page text (``[SEP]``-joined, instruction included);
 ``admissible_actions`` are what verl-agent puts in the prompt ('search[<your query>]' where there is a
 search bar, then 'click[x]' per clickable); ``state_key`` is the page after the instruction prefix,
-formatted as verl-agent's ``format_obs`` (spec/credit.md §1.5), which is also the observation the
+formatted as verl-agent's ``format_obs`` (docs/environments.md §5.2), which is also the observation the
 prompt shows. A purchase ends the episode with ``score`` = WebShop's reward and ``won`` = score 1.0;
-``reward`` is 10.0 on a won purchase and 0.0 otherwise (verl-agent's WebShop reward, credit.md §1.2).
+``reward`` is 10.0 on a won purchase and 0.0 otherwise (verl-agent's WebShop reward, docs/credit.md §1.2).
 Reaching ``max_steps`` actions ends the episode as a failure (``info['truncated']``). Everything is
 deterministic, so ``seed`` changes nothing: the K rollouts of a group replay the same goal.
 """

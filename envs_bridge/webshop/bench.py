@@ -3,7 +3,7 @@
 ``python -m envs_bridge.webshop.bench [--groups G] [--k K] [--max-steps N]`` plays G goals x K random
 rollouts and prints one JSON line: steps/s of ``WebShopAdapter`` in this process (the baseline the
 pool benchmark compares against), the share of steps whose state key is visited by at least two
-rollouts of the same group (what graph credit needs, spec/environments.md §7.1), the purchase rate
+rollouts of the same group (what graph credit needs, docs/environments.md §8), the purchase rate
 and mean score.
 
 The random policy picks uniformly among the admissible actions; for 'search[<your query>]' it types

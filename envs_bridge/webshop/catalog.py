@@ -1,7 +1,7 @@
 """A seeded WebShop catalog: products in WebShop's schema plus synthetic goals in WebShop's style.
 
 The original WebShop data (``items_shuffle_1000.json`` products, ``items_ins_v2_1000.json`` attributes
-and instructions; spec/environments.md §5.2) cannot be fetched offline, so this module generates a
+and instructions; docs/environments.md §5.1) cannot be fetched offline, so this module generates a
 catalog of the same shape from the vocabularies in ``product_types.py``:
 
 * a product carries ``asin``, ``name``, ``full_description``, ``small_description`` (bullet points),

@@ -1,4 +1,4 @@
-"""WebShop's page state machine in text mode (spec/environments.md §5.2, §7.2).
+"""WebShop's page state machine in text mode (docs/environments.md §5.2).
 
 One ``WebShopSession`` is one shopper working on one goal. Pages and their visible text follow the
 original Flask templates as the text environment renders them (visible strings joined by " [SEP] "):
@@ -82,7 +82,7 @@ def parse_action(action: str) -> tuple[str, str | None]:
 
 
 def strip_instruction(observation: str, instruction: str) -> str:
-    """verl-agent's WebShop observation formatting, the GiGPO/GraphGPO state key (credit.md §1.5).
+    """verl-agent's WebShop observation formatting, the GiGPO/GraphGPO state key (docs/credit.md §1.5).
 
     The parts after the instruction, each quoted, joined by " [SEP] "; a page without the
     instruction (the done page) is returned unchanged.

@@ -1,7 +1,7 @@
 """The gold action sequence of a goal: what an expert shopper types, used by tests and diagnostics.
 
-Search the goal's own words (the instruction without its lead-in and price clause, as in the spec's
-example episode), page forward to the target product, open it, click each goal option, buy. When the
+Search the goal's own words (the instruction without its lead-in and price clause, as in WebShop's
+example episodes), page forward to the target product, open it, click each goal option, buy. When the
 target is not among the 50 hits, the first hit whose purchase with the goal options scores 1.0 is
 bought instead (WebShop rewards any product that satisfies the goal); failing that, the target's name
 is searched.

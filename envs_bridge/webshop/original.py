@@ -1,8 +1,8 @@
 """The original WebShop text environment (princeton-nlp's ``web_agent_site``) behind ``EnvAdapter``.
 
 Optional and untested here: ``web_agent_site`` is not on any package registry and its data (product
-and attribute JSON, a pyserini index, spaCy's model) cannot be fetched offline (spec/environments.md
-§5). Where someone has installed it, this adapter drives ``WebAgentTextEnv`` in text mode the way
+and attribute JSON, a pyserini index, spaCy's model) cannot be fetched offline (docs/environments.md
+§5.6). Where someone has installed it, this adapter drives ``WebAgentTextEnv`` in text mode the way
 verl-agent does: goal ``g`` is played with ``reset(session=g)``, eval goals are 0-499, train goals
 500 and up, and there is no out-of-distribution pool (``eval_ood`` has 0 tasks). Observations,
 admissible actions, state keys and rewards follow the same conventions as the built-in adapter. A

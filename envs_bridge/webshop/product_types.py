@@ -1,7 +1,7 @@
 """The product types the generated WebShop catalog is drawn from (vocabularies only, no logic).
 
 Each type plays the part of one Amazon search query family of the original WebShop scrape
-(spec/environments.md §5.2): a top-level ``category`` (the original has beauty, electronics, fashion,
+(docs/environments.md §5.1): a top-level ``category`` (the original has beauty, electronics, fashion,
 food and furniture), a ``product_category`` breadcrumb "A › B › C", the scrape ``queries``, the words
 product names are made of, the attribute vocabulary goals are written in, the option groups (colour,
 size, flavour, pack, ...) and a price band. All strings are lower-case where WebShop lower-cases them

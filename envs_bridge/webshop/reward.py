@@ -1,4 +1,4 @@
-"""WebShop's purchase reward, rule for rule (spec/environments.md, "WebShop reward: exact rules").
+"""WebShop's purchase reward, rule for rule (docs/environments.md §5.4).
 
 reward = r_type * (A + O + P) / D with D = |goal attributes| + |goal options| + 1, where
 

@@ -1,8 +1,8 @@
-"""BM25 product search, standing in for WebShop's pyserini/Lucene index (spec/environments.md §5.2).
+"""BM25 product search, standing in for WebShop's pyserini/Lucene index (docs/environments.md §5.3).
 
 WebShop indexes one document per product (title, description, first bullet point and the option
 text, lower-cased) and returns the top 50 hits of a query. This module does the same with
-``rank_bm25`` (the stand-in the spec measured to give the original environment's oracle reward):
+``rank_bm25`` (a stand-in measured to give the original environment's oracle reward):
 BM25 with Lucene's default parameters (k1 = 0.9, b = 0.4), a tokenizer close to Lucene's English
 analyzer (alphanumeric tokens, Lucene's English stop words, plural stripping) and only documents that
 share a term with the query counted as hits, as in Lucene. Ties are broken by catalog order, so a

@@ -3,7 +3,7 @@
 A random Qwen2 checkpoint of a small config is written by transformers, loaded by
 ``milegpo_jax.models.load_pretrained``, and both forwards run on the same batch (default 8 x 256
 tokens, fp32) in this one process: first JAX (compiled once, then timed), then torch with one thread
-(two torch threads next to anything else on a 2-core machine are erratic, spec/runtime.md §1). JAX
+(two torch threads next to anything else on a 2-core machine are erratic, docs/architecture.md §6.2). JAX
 uses XLA's default CPU thread pool; ``--jax-single-thread`` restricts it to one core too for a
 like-for-like figure (it must be decided before jax starts, hence a flag).
 

@@ -134,7 +134,7 @@ def main(argv: list[str] | None = None) -> dict:
     from milegpo_jax.models import init_model, load_pretrained, num_params, preset
     from milegpo_jax.sampling import SamplingConfig, generate
 
-    torch.set_num_threads(1)  # two torch threads next to JAX on 2 shared cores are erratic (spec/runtime.md §1)
+    torch.set_num_threads(1)  # two torch threads next to JAX on 2 shared cores are erratic (docs/architecture.md §6.2)
     reference = None
     if args.preset is None:
         reference = _random_hf_model(args)

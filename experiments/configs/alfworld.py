@@ -1,4 +1,4 @@
-"""ALFWorld, the paper's main recipe: MileGPO on Qwen2.5-1.5B-Instruct (spec/credit.md §5.10, §7).
+"""ALFWorld, the paper's main recipe: MileGPO on Qwen2.5-1.5B-Instruct (docs/credit.md §5.10, §7).
 
 50 env steps per episode, prompts up to 2048 tokens, PPO mini-batch 256 / micro-batch 64 rows,
 ALFWorld's credit recipe (mean-std norm, eta 0.2, theta_m 1.1, rho 0, kappa_bc 0). Validation on the

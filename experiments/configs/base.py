@@ -1,4 +1,4 @@
-"""The paper's shared training recipe (spec/credit.md §5.10 and §7), on TextWorldExpress twc.
+"""The paper's shared training recipe (docs/credit.md §5.10 and §7), on TextWorldExpress twc.
 
 Qwen2.5-1.5B-Instruct from a local checkpoint the user names (``--config.model.hf_checkpoint=DIR``;
 training refuses to start without it), 16 groups x K = 8 rollouts per iteration, history length 2,

@@ -1,4 +1,4 @@
-"""WebShop: MileGPO on Qwen2.5-1.5B-Instruct with the paper's WebShop settings (spec/credit.md §5.10, §7).
+"""WebShop: MileGPO on Qwen2.5-1.5B-Instruct with the paper's WebShop settings (docs/credit.md §5.10, §7).
 
 30 env steps per episode (MileGPO; verl-agent's baselines used 15), prompts up to 4096 tokens, PPO
 mini-batch 64 / micro-batch 4 rows, WebShop's credit recipe (mean-only norm, eta 1, theta_m 0.5,

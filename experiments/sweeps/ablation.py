@@ -1,4 +1,4 @@
-"""The paper's credit ablation grid x seeds (spec/credit.md §5.9; paper §4.3, Table 3).
+"""The paper's credit ablation grid x seeds (docs/credit.md §5.9; paper §4.3, Table 3).
 
 Six estimators, everything else as in the config the sweep runs on:
 

@@ -1,7 +1,7 @@
 """Rollout groups -> padded integer/float arrays for the jitted credit estimators.
 
 Strings never enter jitted code: canonical state keys and action strings are mapped on the host to
-dense per-group ids. Node 0 of every group is the success sink (spec/credit.md §1.1: the next state of
+dense per-group ids. Node 0 of every group is the success sink (docs/credit.md §1.1: the next state of
 the last step of a successful trajectory becomes the sink); real states follow in order of first
 appearance. Every dimension is padded to a power-of-two bucket so that new batch shapes recompile
 rarely; padded steps, trajectories, groups and nodes are masked and receive exactly zero advantage.

@@ -1,7 +1,7 @@
-"""Credit-assignment configuration: one frozen dataclass, with the recipes of spec/credit.md.
+"""Credit-assignment configuration: one frozen dataclass, with the recipes of docs/credit.md §5.10.
 
-Every reconstruction choice R1-R16 of spec/credit.md §5.12 that is not fixed by the data model is an
-option here, defaulting to the spec's choice. ``make_credit_config`` applies, in order: the field
+Every reconstruction choice R1-R16 of docs/credit.md §5.12 that is not fixed by the data model is an
+option here, defaulting to the documented choice. ``make_credit_config`` applies, in order: the field
 defaults, the estimator's recipe defaults (verl-agent run scripts for GRPO/GiGPO/GraphGPO, paper
 Table 5 for MileGPO), the MileGPO stage, then user overrides (``--set key=value``).
 """
@@ -52,7 +52,7 @@ class CreditConfigError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class CreditConfig:
     estimator: str = "milegpo"
-    # --- shared (spec §1.2-1.4) ---
+    # --- shared (docs/credit.md §1.2-1.4) ---
     norm_mode: str = "mean_std"  # step/anchor groups: mean_std_norm or mean_norm
     episode_norm_mode: str = "same"  # R16: "same" applies norm_mode to the episode term too
     # R15: verl-agent cross-steps (statistics over every row's Z = R_i - p·1[invalid]), or the papers'
@@ -63,13 +63,13 @@ class CreditConfig:
     step_weight: float = 1.0  # GiGPO step_advantage_w, GraphGPO/MileGPO w_step
     episode_weight: float = 1.0  # GraphGPO episode_advantage_w, MileGPO w_episode
     success_reward: float = 10.0  # c, the return scale of graph returns
-    # --- GiGPO (spec §3) ---
+    # --- GiGPO (docs/credit.md §3) ---
     gamma: float = 0.95
-    # --- GraphGPO return, also MileGPO's base return (spec §4, §5.3) ---
+    # --- GraphGPO return, also MileGPO's base return (docs/credit.md §4, §5.3) ---
     graph_gamma: float = 0.2  # gamma_G
     unreachable: str = "zero"  # R4: "zero" (paper) or "dmax_plus_one" (GraphGPO code)
     normalize_distance: bool = False  # GraphGPO option: 10 * gamma^(d(next) - d(anchor) + 1)
-    # --- MileGPO (spec §5, Table 5) ---
+    # --- MileGPO (docs/credit.md §5, paper Table 5) ---
     stage: str = "full"  # full | rcs (w/o PCC) | md (w/o PCC, RCS)
     omega: float = 0.2  # milestone/trap propagation discount
     gamma_phi: float = 1.0
@@ -129,8 +129,8 @@ class CreditConfig:
         return self.norm_mode if self.episode_norm_mode == "same" else self.episode_norm_mode
 
 
-# Recipe defaults. GRPO/GiGPO/GraphGPO follow verl-agent's run scripts (spec §4.1, §7); MileGPO
-# follows paper Table 5 (spec §5.10). GraphGPO keeps its code's d_max + 1 rule for unreachable states.
+# Recipe defaults. GRPO/GiGPO/GraphGPO follow verl-agent's run scripts (docs/credit.md §5.10); MileGPO
+# follows paper Table 5 (docs/credit.md §5.10). GraphGPO keeps its code's d_max + 1 rule for unreachable states.
 _RECIPE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("grpo", "alfworld"): {"norm_mode": "mean_std"},
     ("grpo", "webshop"): {"norm_mode": "mean_std"},

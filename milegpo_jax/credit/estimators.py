@@ -3,7 +3,7 @@
 Each estimator maps a padded ``CreditBatch`` ([G, K, T] step arrays, [G, N] node masks) and a frozen
 ``CreditConfig`` to advantages [G, K, T] (float32, or float64 with ``precision``), exactly 0 on
 padded steps. Per-group maths is
-written for one group and vmapped over G. Formulas and equation numbers: spec/credit.md §1-5.
+written for one group and vmapped over G. Formulas and equation numbers: docs/credit.md §1-5.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from milegpo_jax.credit.graph import (
 
 
 def _safe_div(numerator, denominator):
-    """numerator / denominator where denominator > 0, else 0 (the spec's "0 if the max is 0")."""
+    """numerator / denominator where denominator > 0, else 0 ("0 if the max is 0", R9 of docs/credit.md §5.12)."""
     return jnp.where(denominator > 0, numerator / jnp.where(denominator > 0, denominator, 1.0), 0.0)
 
 
@@ -45,12 +45,12 @@ def episode_returns(b: CreditBatch) -> jax.Array:
 
 
 def invalid_penalty(b: CreditBatch, cfg: CreditConfig) -> jax.Array:
-    """[K, T] p·1[row invalid] (spec §1.2), 0 on padded rows."""
+    """[K, T] p·1[row invalid] (docs/credit.md §1.2), 0 on padded rows."""
     return jnp.where(b.step_mask & ~b.valid, cfg.invalid_penalty, 0.0)
 
 
 def episode_advantage(b: CreditBatch, cfg: CreditConfig) -> jax.Array:
-    """Norm_q(Z) (spec §1.3-1.4, R15, R16). One group: [K, T].
+    """Norm_q(Z) (docs/credit.md §1.3-1.4, R15, R16). One group: [K, T].
 
     cross_steps (verl-agent): one value per step row, Z_row = R_i - p·1[row invalid], statistics over
     all rows of the group. per_trajectory (the papers' form): one value per trajectory,
@@ -154,7 +154,7 @@ def _graphgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
 class MileGPOTerms(NamedTuple):
     """Per-row ([K, T]) and per-node ([N]) intermediates of MileGPO for one group (vmapped: +[G])."""
 
-    # rows; returns are before the invalid penalty, as in the spec's tables
+    # rows; returns are before the invalid penalty, as in the test vectors (docs/credit.md §9)
     r_graph: jax.Array
     delta_pos: jax.Array
     delta_neg: jax.Array

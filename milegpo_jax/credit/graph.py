@@ -3,7 +3,7 @@
 Shapes of one group: K trajectories x T steps, N nodes (node 0 is the success sink). All functions
 are pure, shape-static and jit/vmap friendly; masked (padded) steps contribute nothing.
 
-Distances and potentials avoid all-pairs shortest paths (spec/credit.md §11): the distance to the
+Distances and potentials avoid all-pairs shortest paths (docs/credit.md §10): the distance to the
 sink is a single-target Bellman iteration, and every potential max_v w(v)·ω^d(s,v) is the fixpoint
 of Φ(s) = max(w(s), ω·max_{s'∈succ(s)} Φ(s')), which holds because w >= 0 and 0 < ω <= 1. Both
 iterate over the step rows (the observed transitions) rather than a dense adjacency matrix.
@@ -26,7 +26,7 @@ def float_dtype() -> jnp.dtype:
 
 
 class GroupGraph(NamedTuple):
-    """Trajectory visit and edge statistics of one group (spec §5.4, §5.7)."""
+    """Trajectory visit and edge statistics of one group (docs/credit.md §5.4, §5.7)."""
 
     adjacency: jax.Array  # bool [N, N]: distinct observed edges (u, v)
     edge_rows: jax.Array  # float [N, N]: step rows using each edge (multigraph multiplicity)
@@ -38,7 +38,7 @@ class GroupGraph(NamedTuple):
 
 
 def trajectory_success(reward: jax.Array, step_mask: jax.Array, traj_mask: jax.Array) -> jax.Array:
-    """[K] success flags: summed env reward > 0 (spec R2)."""
+    """[K] success flags: summed env reward > 0 (R2, docs/credit.md §1.2)."""
     return traj_mask & (jnp.sum(jnp.where(step_mask, reward, 0.0), axis=-1) > 0.0)
 
 
@@ -152,7 +152,7 @@ def segment_normalize(
     mode: str,
     epsilon: float,
 ) -> jax.Array:
-    """verl-agent's step-level group normalisation (spec §1.3) of ``values - penalty`` per segment.
+    """verl-agent's step-level group normalisation (docs/credit.md §1.3) of ``values - penalty`` per segment.
 
     Groups of one row give 0; otherwise (x - mean) / (sample std + eps) or x - mean. Masked rows -> 0.
 

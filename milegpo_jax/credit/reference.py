@@ -1,19 +1,19 @@
-"""Plain-Python reference implementation of the credit-assignment maths of spec/credit.md.
+"""Plain-Python reference implementation of the credit-assignment maths of docs/credit.md.
 
 This module is the test oracle and the benchmark baseline for the vectorised estimators. It favours
 readability over speed: plain Python floats (float64), dicts, sets and loops, one small function per
-formula, each citing the spec section or the MileGPO paper equation it implements ("Eq. n" always
-means arXiv 2608.19803 v1, as in spec §5).
+formula, each citing the docs/credit.md section or the MileGPO paper equation it implements ("Eq. n" always
+means arXiv 2608.19803 v1, as in docs/credit.md §5).
 
 Estimators (``cfg.estimator``):
 
-* ``grpo``     — spec §2: A_row = Norm_q(Z_row).
-* ``gigpo``    — spec §3.2: A = episode_weight·A^E + step_weight·A^S with discounted step returns grouped by anchor.
-* ``graphgpo`` — spec §4.2: A = step_weight·A^G + episode_weight·A^E with the graph return c·γ^d.
-* ``milegpo``  — spec §5: milestone/trap mining (MD), RCS potentials, PCC re-weighting, residual mix.
+* ``grpo``     — §2: A_row = Norm_q(Z_row).
+* ``gigpo``    — §3.2: A = episode_weight·A^E + step_weight·A^S with discounted step returns grouped by anchor.
+* ``graphgpo`` — §4.2: A = step_weight·A^G + episode_weight·A^E with the graph return c·γ^d.
+* ``milegpo``  — §5: milestone/trap mining (MD), RCS potentials, PCC re-weighting, residual mix.
 
-Every reconstruction choice R1–R16 of spec §5.12 follows the corresponding ``CreditConfig`` option.
-Choices the spec leaves open and the config has no option for are marked "Choice:" in comments.
+Every reconstruction choice R1–R16 of §5.12 follows the corresponding ``CreditConfig`` option.
+Choices that §5.12 does not list and the config has no option for are marked "Choice:" in comments.
 
 Public API: ``compute_advantages``, ``estimator_details`` (dispatching to ``grpo_details``,
 ``gigpo_details``, ``graphgpo_details``, ``milegpo_details``), plus the building blocks
@@ -41,7 +41,7 @@ Edge = tuple[str, str]
 
 
 class Row(NamedTuple):
-    """One step row (spec §1.1): trajectory index, step index and the transition it records."""
+    """One step row (§1.1): trajectory index, step index and the transition it records."""
 
     traj: int
     t: int
@@ -52,7 +52,7 @@ class Row(NamedTuple):
 
 
 class RolloutGraph(NamedTuple):
-    """The rows of one group and the graph G_q = (V_q, E_q) built from them (spec §4.2, §5.2)."""
+    """The rows of one group and the graph G_q = (V_q, E_q) built from them (§4.2, §5.2)."""
 
     rows: list[Row]  # verl-agent order: trajectory-major, then time
     succeeded: list[bool]  # y_i (R2: episode env reward > 0)
@@ -75,7 +75,7 @@ def build_graph(group: Group, visit_states: str = "all") -> RolloutGraph:
     """Builds the rows and the rollout graph of one group.
 
     On the last step of a successful trajectory the next state is replaced by ``SUCCESS_STATE``
-    (spec §1.1, GraphGPO rollout loop). ``visit_states`` is R5: ``"all"`` visits s_0..s_T (every step
+    (§1.1, GraphGPO rollout loop). ``visit_states`` is R5: ``"all"`` visits s_0..s_T (every step
     state, then the last step's next state); ``"sources"`` visits the step states only.
     """
     rows: list[Row] = []
@@ -130,7 +130,7 @@ def build_graph(group: Group, visit_states: str = "all") -> RolloutGraph:
 
 
 def distances_to(graph: RolloutGraph, target: str) -> dict[str, int]:
-    """d(s, target) by reverse BFS over the distinct edges (unit hops, spec §5.2).
+    """d(s, target) by reverse BFS over the distinct edges (unit hops, §5.2).
 
     Only nodes that reach ``target`` appear in the result; use ``.get(s, INF)`` for the others.
     """
@@ -161,7 +161,7 @@ def unflatten(graph: RolloutGraph, values: Sequence) -> list[list]:
 
 
 def group_statistics(values: Sequence[float], singleton: str) -> tuple[float, float]:
-    """Mean and sample std (ddof = 1) of one key's members (spec §1.3).
+    """Mean and sample std (ddof = 1) of one key's members (§1.3).
 
     A singleton uses mean = x, std = 1 at step level (so its advantage is 0) and mean = 0, std = 1 at
     episode level (so its advantage is x/(1+eps) in mean-std mode).
@@ -175,14 +175,14 @@ def group_statistics(values: Sequence[float], singleton: str) -> tuple[float, fl
 
 
 def apply_norm(x: float, mean: float, std: float, mode: str, eps: float) -> float:
-    """``mean_std``: (x − mean)/(std + eps); ``mean``: x − mean (spec §1.3)."""
+    """``mean_std``: (x − mean)/(std + eps); ``mean``: x − mean (§1.3)."""
     return (x - mean) / (std + eps) if mode == "mean_std" else x - mean
 
 
 def normalize_groups(
     values: Sequence[float], keys: Sequence[Hashable], mode: str, eps: float, singleton: str = "step"
 ) -> list[float]:
-    """Norm(x; key): normalises each value within the members sharing its key (spec §1.3)."""
+    """Norm(x; key): normalises each value within the members sharing its key (§1.3)."""
     members: dict[Hashable, list[int]] = {}
     for j, key in enumerate(keys):
         members.setdefault(key, []).append(j)
@@ -198,12 +198,12 @@ def normalize_groups(
 
 
 def episode_scores(graph: RolloutGraph, cfg: CreditConfig) -> list[float]:
-    """Z_row = R_i − p·1[row invalid] (spec §1.1 token score, §2)."""
+    """Z_row = R_i − p·1[row invalid] (§1.1 token score, §2)."""
     return [graph.episode_rewards[row.traj] - cfg.invalid_penalty * (not row.valid) for row in graph.rows]
 
 
 def episode_advantages(graph: RolloutGraph, cfg: CreditConfig) -> list[float]:
-    """Norm_q(Z_row), the episode term of every estimator (spec §1.4, R15, R16).
+    """Norm_q(Z_row), the episode term of every estimator (§1.4, R15, R16).
 
     ``cross_steps`` (verl-agent default): statistics over all step rows of the group.
     ``per_trajectory`` (the papers' one value per trajectory): Z_i = R_i − p·(invalid steps of τ_i),
@@ -222,13 +222,13 @@ def episode_advantages(graph: RolloutGraph, cfg: CreditConfig) -> list[float]:
 
 
 def anchor_keys(graph: RolloutGraph) -> list[str]:
-    """Step-group keys: the identical source state of each row within the group (spec §3.2 step 4,
+    """Step-group keys: the identical source state of each row within the group (§3.2 step 4,
     §4.2 A^G, §5.8 Norm_{q,s_t})."""
     return [row.state for row in graph.rows]
 
 
 def step_penalty(row: Row, cfg: CreditConfig) -> float:
-    """The invalid-action penalty p·1[row invalid] applied to step rewards (spec §1.2)."""
+    """The invalid-action penalty p·1[row invalid] applied to step rewards (§1.2)."""
     return cfg.invalid_penalty if not row.valid else 0.0
 
 
@@ -238,7 +238,7 @@ def step_penalty(row: Row, cfg: CreditConfig) -> float:
 
 
 def grpo_details(group: Group, cfg: CreditConfig) -> dict:
-    """GRPO (spec §2): A_row = Norm_q(Z_row), the episode term alone.
+    """GRPO (§2): A_row = Norm_q(Z_row), the episode term alone.
 
     Choice: GRPO has no step/episode weights (verl-agent ``compute_grpo_outcome_advantage``), so
     ``episode_weight`` is not applied.
@@ -255,7 +255,7 @@ def grpo_details(group: Group, cfg: CreditConfig) -> dict:
 
 
 def discounted_returns(graph: RolloutGraph, gamma: float) -> list[float]:
-    """R_t = Σ_{k≥t} γ^{k−t} r_k per row (spec §3.1, ``compute_step_discounted_returns``)."""
+    """R_t = Σ_{k≥t} γ^{k−t} r_k per row (§3.1, ``compute_step_discounted_returns``)."""
     returns = [0.0] * len(graph.rows)
     running: dict[int, float] = {}
     for j in reversed(range(len(graph.rows))):
@@ -266,7 +266,7 @@ def discounted_returns(graph: RolloutGraph, gamma: float) -> list[float]:
 
 
 def gigpo_details(group: Group, cfg: CreditConfig) -> dict:
-    """GiGPO, verl-agent code semantics (spec §3.2).
+    """GiGPO, verl-agent code semantics (§3.2).
 
     Rows carry ``step_return`` (R_t after the −p invalid penalty), ``adv_episode`` (A^E),
     ``adv_step`` (A^S) and ``advantage`` = episode_weight·A^E + step_weight·A^S (verl-agent has no
@@ -304,7 +304,7 @@ def return_distances(graph: RolloutGraph, cfg: CreditConfig) -> dict[str, float]
 
 
 def graph_return(row: Row, distance: dict[str, float], cfg: CreditConfig) -> float:
-    """r^G = c·γ_G^{d(s_{t+1})} (spec §4.2 code convention, MileGPO Eq. 1); 0 when d = ∞.
+    """r^G = c·γ_G^{d(s_{t+1})} (§4.2 code convention, MileGPO Eq. 1); 0 when d = ∞.
 
     ``normalize_distance`` (GraphGPO option): r = c·γ_G^{d(s_{t+1}) − d(s_t) + 1}.
     """
@@ -316,7 +316,7 @@ def graph_return(row: Row, distance: dict[str, float], cfg: CreditConfig) -> flo
 
 
 def graphgpo_details(group: Group, cfg: CreditConfig) -> dict:
-    """GraphGPO, verl-agent recipe code semantics (spec §4.2).
+    """GraphGPO, verl-agent recipe code semantics (§4.2).
 
     Rows carry ``step_reward`` (r^G after the −p invalid penalty), ``adv_graph`` (A^G),
     ``adv_episode`` (A^E) and ``advantage`` = step_weight·A^G + episode_weight·A^E.
@@ -625,7 +625,7 @@ def one_sided_increment(phi_now: float, phi_next: float, weight: float, gamma_ph
 
 
 def milegpo_details(group: Group, cfg: CreditConfig) -> dict:
-    """MileGPO for one group (spec §5), with every intermediate quantity.
+    """MileGPO for one group (§5), with every intermediate quantity.
 
     Returns a dict with
       * "rows": per trajectory, per step: "r_graph" (r^G), "delta_pos" (δ^+), "delta_neg" (δ^−),

@@ -2,9 +2,9 @@
 
 A *group* holds the K trajectories sampled for one task; a *trajectory* is a list of steps; a step is
 one LLM response with its transition ``state --action--> next_state`` (canonical state keys, see
-spec/credit.md §1.5), the environment reward and the format validity of the response.
+docs/credit.md §1.5), the environment reward and the format validity of the response.
 
-The JSON form (ARCHITECTURE.md, credit CLI contract) is::
+The JSON form (docs/credit.md §12) is::
 
     {"groups": [{"trajectories": [{"steps": [
         {"state": str, "action": str, "next_state": str, "reward": float, "valid": bool}, ...]}]}]}
@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-# The literal GraphGPO uses for the success sink (spec/credit.md §1.1, §4.2). On the last step of a
+# The literal GraphGPO uses for the success sink (docs/credit.md §1.1, §4.2). On the last step of a
 # successful trajectory the next state is replaced by this node.
 SUCCESS_STATE = "success"
 
@@ -50,7 +50,7 @@ class Trajectory:
 
     @property
     def succeeded(self) -> bool:
-        # spec R2: success is an episode env reward above 0 (theta_R = 0).
+        # R2 (docs/credit.md §1.2): success is an episode env reward above 0 (theta_R = 0).
         return self.episode_reward > 0.0
 
 

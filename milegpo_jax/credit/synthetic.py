@@ -15,7 +15,7 @@ All K rollouts of a group start from the same start state. Every rollout draws a
 chance of being competent is drawn per group from ``success_rate``): a competent rollout walks towards
 the goal with a strong bias, an incompetent one wanders with a weak bias and never takes the goal action,
 as when the agent puts the object in the wrong receptacle. A rollout that reaches the goal gets reward 10
-on that last step and stops; any other is cut at ``max_steps`` with reward 0 (spec/credit.md §1.2, §8.3).
+on that last step and stops; any other is cut at ``max_steps`` with reward 0 (docs/credit.md §1.2, docs/environments.md §6.3).
 
 Command line (writes the bundled example file)::
 
@@ -85,7 +85,7 @@ _STATUS_VERBS = {
     "examined": "examine", "sliced": "slice", "broken": "drop", "dropped": "drop", "locked": "close",
     "looking around": "look at",
 }
-# What reaches the environment when a response has no <action> tags: the last 30 characters (§8.2).
+# What reaches the environment when a response has no <action> tags: the last 30 characters (docs/environments.md §6.2).
 _GARBLED = (
     "i should go to the countertop ",
     "ake the apple from the fridge.",

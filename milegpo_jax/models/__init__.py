@@ -1,6 +1,6 @@
 """Qwen2/Qwen2.5 policy model: Flax NNX port, Hugging Face checkpoint I/O, tokenizer.
 
-Model API (design/ARCHITECTURE.md)::
+Model API (docs/architecture.md §5)::
 
     from milegpo_jax.models import load_pretrained, save_pretrained
     model, config = load_pretrained(path, mesh=None, dtype="float32")

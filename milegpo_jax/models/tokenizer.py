@@ -2,7 +2,7 @@
 
 There is no hub access, so ``tokenizer.json`` is constructed from ``qwen.tiktoken`` as shipped in the
 ``dashscope`` package (Alibaba Cloud; installed with ``--no-deps``: only the data file is used). The
-file holds the 151,643 byte-level BPE ranks of Qwen2/Qwen2.5; the recipe (spec/runtime.md §2):
+file holds the 151,643 byte-level BPE ranks of Qwen2/Qwen2.5; the recipe (docs/architecture.md §6.3):
 
 1. ranks ``bytes -> id`` from ``base64 rank`` lines;
 2. bytes -> unicode with the GPT-2 byte table (what byte-level BPE in ``tokenizers`` expects);

@@ -1,8 +1,8 @@
 """The lockstep multi-turn rollout loop: env pool <-> policy, one row per (group, rollout, step).
 
 Per turn every active environment gets a fresh prompt (template + the last ``history_length``
-observation/action pairs, spec/credit.md §8.1), the policy answers all of them in one batched call,
-the responses are projected to env actions with their validity flags (§8.2) and the pool steps every
+observation/action pairs, docs/environments.md §6.1), the policy answers all of them in one batched call,
+the responses are projected to env actions with their validity flags (§6.2) and the pool steps every
 env at once. An episode ends when the env says done or after ``max_steps`` turns (a failure). Episodes
 whose server failed are ABORTED: counted, and left out of training and of the credit groups.
 """

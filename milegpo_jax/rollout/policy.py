@@ -13,7 +13,7 @@ STOP_STRINGS = ("</action>",)  # nothing after the action matters to the environ
 
 
 class SamplerPolicy:
-    """Wraps ``generate_text`` for the collector; prompts are single user messages (spec §8.1)."""
+    """Wraps ``generate_text`` for the collector; prompts are single user messages (docs/environments.md §6.1)."""
 
     def __init__(self, model: Qwen2, tokenizer, *, max_new_tokens: int, top_p: float = 1.0, top_k: int = 0,
                  max_cache_len: int | None = None):

@@ -1,4 +1,4 @@
-"""Per-step prompts and the action projection (spec/credit.md §8.1-8.2; structure of verl-agent's).
+"""Per-step prompts and the action projection (docs/environments.md §6.1-6.2; structure of verl-agent's).
 
 Every step sends one user message built fresh from a template; the conversation is not accumulated.
 The first step of an episode uses the no-history template; later steps name the task, how many steps

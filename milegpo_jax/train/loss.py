@@ -1,5 +1,5 @@
 """Token-level PPO-clip with a KL penalty to the reference policy and an entropy bonus (verl-agent's
-actor loss, spec/credit.md §7): pure functions over ``[B, L]`` response-token arrays.
+actor loss, docs/credit.md §7): pure functions over ``[B, L]`` response-token arrays.
 
 Every step row's scalar advantage is broadcast over its response tokens. Aggregation is token-mean:
 each term is summed over the response tokens and divided by ``token_count``, the number of response

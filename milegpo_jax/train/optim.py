@@ -2,7 +2,7 @@
 
 The learning rate counts optimizer updates (one per PPO mini-batch): an optional linear warmup from
 0 over ``warmup_steps``, then constant, or a cosine / linear decay over ``decay_steps`` to
-``end_lr_ratio * learning_rate``. The paper's recipe is constant 1e-6 with clip 1.0 (spec/credit.md §7).
+``end_lr_ratio * learning_rate``. The paper's recipe is constant 1e-6 with clip 1.0 (docs/credit.md §7).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from milegpo_jax.train.warm_start import write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)
 # The env's reward is 1 on success (TextWorldExpress) or 10 (ALFWorld/WebShop adapters): credit wants
-# the spec's 10-on-success scale (the 0.1 invalid penalty is relative to it).
+# the 10-on-success scale of docs/credit.md §1.2 (the 0.1 invalid penalty is relative to it).
 REWARD_SCALE = {"textworld_express": 10.0}
 PROGRESS_KEYS = ("rollout/success_rate", "actor/kl", "actor/policy_loss", "eval/eval_id/success_rate")
 

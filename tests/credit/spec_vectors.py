@@ -1,4 +1,4 @@
-"""The numeric test vectors of spec/credit.md §9 (Examples A, B, C) as reusable data.
+"""The numeric test vectors of docs/credit.md §9 (Examples A, B, C) as reusable data.
 
 Layout:
 
@@ -13,7 +13,7 @@ Layout:
   ``"milegpo"`` ({recipe: {"candidates", "traps", "potential_pos", "potential_neg"}}, the
   Candidates / Traps / Φ lines; they describe the full-stage config ``MILEGPO_LINE_CONFIGS[recipe]``).
 
-All values are copied from the spec at its 4-decimal precision, so compare with an absolute
+All values are given at 4-decimal precision, so compare with an absolute
 tolerance of 1e-4 (``TOLERANCE``).
 """
 
@@ -30,7 +30,7 @@ TOLERANCE = 1e-4
 class ColumnSpec(NamedTuple):
     """One §9 table column: the config that produces it and the row field that holds it."""
 
-    header: str  # the column header in spec §9
+    header: str  # the column's name, e.g. "GRPO (mean-std)"
     estimator: str
     recipe: str | None
     stage: str | None

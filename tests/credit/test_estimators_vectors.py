@@ -1,4 +1,4 @@
-"""The jitted jnp estimators reproduce every number of spec/credit.md §9 (to 1e-4).
+"""The jitted jnp estimators reproduce every number of docs/credit.md §9 (to 1e-4).
 
 Same data as ``test_reference_vectors.py``: every table column (the advantages and each
 intermediate), and MileGPO's candidate, trap and potential lines, all computed in one padded batch

@@ -1,4 +1,4 @@
-"""The plain-Python reference reproduces every number of spec/credit.md §9 (to 1e-4)."""
+"""The plain-Python reference reproduces every number of docs/credit.md §9 (to 1e-4)."""
 
 from __future__ import annotations
 

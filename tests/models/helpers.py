@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from flax import nnx  # noqa: E402
 
-# Two torch threads next to JAX on two cores made torch erratic and up to 60x slower (spec/runtime.md §1).
+# Two torch threads next to JAX on two cores made torch erratic and up to 60x slower (docs/architecture.md §6.2).
 torch.set_num_threads(1)
 
 TINY = dict(

@@ -1,4 +1,4 @@
-"""Prompt templates, history window and the action projection of spec/credit.md §8.1-8.2."""
+"""Prompt templates, history window and the action projection of docs/environments.md §6.1-6.2."""
 
 from __future__ import annotations
 

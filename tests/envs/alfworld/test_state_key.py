@@ -1,4 +1,4 @@
-"""GraphGPO's augmented ALFWorld anchor (spec/credit.md §1.5): location / holding / status / moved tracking."""
+"""GraphGPO's augmented ALFWorld anchor (docs/environments.md §4.3): location / holding / status / moved tracking."""
 
 from __future__ import annotations
 

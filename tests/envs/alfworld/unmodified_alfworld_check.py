@@ -8,7 +8,7 @@ For each of ``train``, ``valid_seen`` and ``valid_unseen`` it builds ``AlfredTWE
 the folder as ``data_path`` (ALFWorld only attaches its expert to training envs), ``init_env(batch_size=1)``
 (TextWorld's batched gym env with ALFWorld's wrappers and a 50-step cap), resets once per game and follows
 ``extra.expert_plan``, ALFWorld's hand-coded expert, until the episode ends. The expert breaks ties with
-the global ``random`` and can loop on pick-two tasks (spec/environments.md §1.3); a game it loses is then
+the global ``random`` and can loop on pick-two tasks (docs/environments.md §4.4); a game it loses is then
 replayed, in the same unmodified env, from the walkthrough the generator recorded (the expert's own
 winning run, with the generator's seed). ``random`` is seeded, and TextWorld's env worker is forked from
 this process, so a run is reproducible. The last stdout line is JSON: one record per game.

@@ -1,4 +1,4 @@
-"""WebShop's reward on hand-checked cases (spec/environments.md, "WebShop reward: exact rules")."""
+"""WebShop's reward on hand-checked cases (docs/environments.md §5.4)."""
 
 import dataclasses
 
