@@ -1,0 +1,80 @@
+"""The repository documents itself: code cites docs/ pages and sections that exist, never files outside it."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Citations of the design documents kept outside the repository (the specification's pages, the
+# design notes), in the forms the code used to write them. Built from parts so this file does not
+# match itself.
+OUTSIDE = re.compile("|".join([
+    r"(?:^|[^/a-z])" + "spec" + r"/[a-z_-]+\.md",
+    "ARCHITECTURE" + r"\.md",
+    r"\b" + "spec" + r" (?:§|R\d)",
+]))
+# ``docs/credit.md §5.10, §7`` or ``docs/environments.md §6.1-6.2``: the page, then its section numbers.
+DOC_CITATION = re.compile(r"docs/((?:[\w-]+/)*[\w-]+\.md)((?:(?:,|;| and)?\s*§\s?\d+(?:\.\d+)*(?:\s?[-–]\s?\d+(?:\.\d+)*)?)*)")
+SECTION = re.compile(r"§\s?(\d+(?:\.\d+)*)(?:\s?[-–]\s?(\d+(?:\.\d+)*))?")
+HEADING = re.compile(r"^#{1,6}\s+(\d+(?:\.\d+)*)\.?\s", re.MULTILINE)
+TEXT_SUFFIXES = (".py", ".md", ".txt", ".toml", ".sh", ".cfg", ".yaml", ".yml")
+
+
+def tracked_files() -> list[Path]:
+    try:
+        listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+        paths = [ROOT / line for line in listed.splitlines()]
+    except (OSError, subprocess.CalledProcessError):  # a copy without git metadata
+        paths = [p for p in ROOT.rglob("*") if not any(part.startswith(".") for part in p.relative_to(ROOT).parts)]
+    return [p for p in paths if p.is_file() and p.suffix in TEXT_SUFFIXES and p != Path(__file__).resolve()]
+
+
+def python_files() -> list[Path]:
+    return [p for p in tracked_files() if p.suffix == ".py"]
+
+
+def section_numbers(page: Path) -> set[str]:
+    return set(HEADING.findall(page.read_text(encoding="utf-8")))
+
+
+def test_no_citation_leaves_the_repository():
+    offending = []
+    for path in tracked_files():
+        for number, line in enumerate(path.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if OUTSIDE.search(line):
+                offending.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not offending, "cite docs/ instead:\n" + "\n".join(offending)
+
+
+def test_cited_docs_pages_and_sections_exist():
+    missing = []
+    cited = 0
+    for path in python_files():
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for match in DOC_CITATION.finditer(text):
+            cited += 1
+            page = ROOT / "docs" / match.group(1)
+            where = f"{path.relative_to(ROOT)}: {match.group(0).strip()}"
+            if not page.is_file():
+                missing.append(f"{where}: no such page")
+                continue
+            sections = section_numbers(page)
+            for first, last in SECTION.findall(match.group(2)):
+                for number in filter(None, (first, last)):
+                    if number not in sections:
+                        missing.append(f"{where}: {page.name} has no section {number}")
+    assert cited > 0  # the pattern still finds the code's citations
+    assert not missing, "\n".join(missing)
+
+
+def test_section_pattern_reads_lists_and_ranges():
+    text = "see docs/credit.md §5.10, §7 and docs/environments.md §6.1-6.2; also docs/index.md."
+    found = [(m.group(1), SECTION.findall(m.group(2))) for m in DOC_CITATION.finditer(text)]
+    assert found == [
+        ("credit.md", [("5.10", ""), ("7", "")]),
+        ("environments.md", [("6.1", "6.2")]),
+        ("index.md", []),
+    ]
