@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import re
 import subprocess
 from pathlib import Path
@@ -78,3 +79,34 @@ def test_section_pattern_reads_lists_and_ranges():
         ("environments.md", [("6.1", "6.2")]),
         ("index.md", []),
     ]
+
+
+def project_imports(package: str) -> dict[str, set[str]]:
+    """Module path -> every absolute import of the project's own code in it (lazy ones included)."""
+    found = {}
+    for path in sorted((ROOT / package.replace(".", "/")).rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+            elif isinstance(node, ast.Import):
+                names.update(alias.name for alias in node.names)
+        found[str(path.relative_to(ROOT))] = names
+    return found
+
+
+def test_import_boundaries_of_docs_architecture():
+    """The properties docs/architecture.md §3 names: credit needs only shapes, the env side no JAX."""
+    def outside(package: str, allowed: tuple[str, ...], watched: tuple[str, ...]) -> list[str]:
+        return [
+            f"{module} imports {name}"
+            for module, names in project_imports(package).items()
+            for name in sorted(names)
+            if name.split(".")[0] in watched and not any(name == a or name.startswith(a + ".") for a in allowed)
+        ]
+
+    bad = outside("milegpo_jax.credit", ("milegpo_jax.credit", "milegpo_jax.shapes"), ("milegpo_jax", "envs_bridge"))
+    bad += outside("envs_bridge", ("envs_bridge",), ("milegpo_jax", "jax", "flax", "optax"))
+    for adapter in ("textworld_express", "alfworld", "webshop"):
+        bad += outside(f"envs_bridge.{adapter}", (f"envs_bridge.{adapter}", "envs_bridge.base"), ("envs_bridge",))
+    assert not bad, "update docs/architecture.md §3 if this is intended:\n" + "\n".join(bad)
