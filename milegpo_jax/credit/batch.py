@@ -10,6 +10,7 @@ rarely; padded steps, trajectories, groups and nodes are masked and receive exac
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -19,6 +20,10 @@ from milegpo_jax.credit.rollouts import Group
 from milegpo_jax.shapes import bucket_size
 
 SINK = 0  # node id of the success sink in every group
+_SINK_KEY = object()
+_state, _next_state, _action, _reward, _valid, _milestone = (
+    operator.attrgetter(name) for name in ("state", "next_state", "action", "reward", "valid", "milestone")
+)  # stands for the sink while interning (no state key can equal it)
 
 
 class CreditBatch(NamedTuple):
@@ -33,6 +38,7 @@ class CreditBatch(NamedTuple):
     traj_mask: np.ndarray  # bool [G, K] real trajectory
     last_state: np.ndarray  # int32 [G, K] s_T: next state of the trajectory's last step
     node_mask: np.ndarray  # bool [G, N] real node (the sink only if the group has a success)
+    milestone: np.ndarray  # bool [G, K, T] the step completes the next env milestone (BEACON; False if unrecorded)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,20 +80,36 @@ def build_batch(
             if not traj.steps:
                 raise ValueError(f"groups[{g}].trajectories[{k}]: no steps")
 
-    node_names = []
-    for group in groups:
-        ids = {}
-        for traj in group.trajectories:
-            # The final next state of a successful trajectory is the sink, not a node of its own.
-            final = len(traj.steps) - 1 if traj.succeeded else len(traj.steps)
-            for t, step in enumerate(traj.steps):
-                ids.setdefault(step.state, len(ids) + 1)
-                if t != final:
-                    ids.setdefault(step.next_state, len(ids) + 1)
-        names = ["success"] + [None] * len(ids)
-        for name, i in ids.items():
-            names[i] = name
-        node_names.append(tuple(names))
+    # Interning and padding are vectorised: attribute reads go through C-level ``map``, per group
+    # ``dict.fromkeys`` interns the state keys in order of first appearance, and the padded arrays are
+    # filled by one scatter per field. The result equals a step-by-step loop.
+    steps = [step for group in groups for traj in group.trajectories for step in traj.steps]
+    lengths = tuple(tuple(len(traj.steps) for traj in group.trajectories) for group in groups)
+    flat_lengths = np.fromiter((n for group_lengths in lengths for n in group_lengths), np.int64)
+    row_ends = np.cumsum(flat_lengths)
+    step_rewards = np.fromiter(map(_reward, steps), np.float64, len(steps))
+    succeeded = np.add.reduceat(step_rewards, row_ends - flat_lengths) > 0.0  # Trajectory.succeeded
+    keys: list = [None] * (2 * len(steps))
+    keys[0::2] = map(_state, steps)
+    keys[1::2] = map(_next_state, steps)
+    for end, success in zip(row_ends.tolist(), succeeded.tolist()):
+        if success:  # the final next state of a successful trajectory is the sink, not a node of its own
+            keys[2 * end - 1] = _SINK_KEY
+    actions = list(map(_action, steps))
+    group_ends = np.cumsum([sum(group_lengths) for group_lengths in lengths]).tolist()
+    node_names, node_index, action_index = [], [], []
+    for begin, end in zip([0, *group_ends[:-1]], group_ends):
+        group_keys = keys[2 * begin : 2 * end]
+        ordered = dict.fromkeys(group_keys)
+        ordered.pop(_SINK_KEY, None)
+        names = ("success", *ordered)
+        lookup = dict(zip(ordered, range(1, len(names))))
+        lookup[_SINK_KEY] = SINK
+        node_names.append(names)
+        node_index.append(np.fromiter(map(lookup.__getitem__, group_keys), np.int32, len(group_keys)))
+        group_actions = actions[begin:end]
+        action_ids = {action: i for i, action in enumerate(dict.fromkeys(group_actions))}
+        action_index.append(np.fromiter(map(action_ids.__getitem__, group_actions), np.int32, end - begin))
 
     sizes = (
         len(groups),
@@ -98,35 +120,31 @@ def build_batch(
     minima = (min_groups, min_trajectories, min_steps, min_nodes)
     G, K, T, N = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
 
-    src = np.zeros((G, K, T), np.int32)
-    dst = np.zeros((G, K, T), np.int32)
-    action = np.zeros((G, K, T), np.int32)
-    reward = np.zeros((G, K, T), np.float32)
-    valid = np.zeros((G, K, T), bool)
-    step_mask = np.zeros((G, K, T), bool)
+    group_of_traj = np.repeat(np.arange(len(groups)), [len(group_lengths) for group_lengths in lengths])
+    traj_in_group = np.concatenate([np.arange(len(group_lengths)) for group_lengths in lengths])
+    row_g = np.repeat(group_of_traj, flat_lengths)
+    row_k = np.repeat(traj_in_group, flat_lengths)
+    row_t = np.arange(len(steps)) - np.repeat(row_ends - flat_lengths, flat_lengths)
+    nodes = np.concatenate(node_index).reshape(-1, 2)
+
+    def scatter(values, dtype, shape=(G, K, T)):
+        out = np.zeros(shape, dtype)
+        out[row_g, row_k, row_t] = values
+        return out
+
+    src = scatter(nodes[:, 0], np.int32)
+    dst = scatter(nodes[:, 1], np.int32)
+    action = scatter(np.concatenate(action_index), np.int32)
+    reward = scatter(step_rewards.astype(np.float32), np.float32)
+    valid = scatter(np.fromiter(map(_valid, steps), bool, len(steps)), bool)
+    milestone = scatter(np.fromiter(map(_milestone, steps), bool, len(steps)), bool)  # None (unrecorded) -> False
+    step_mask = scatter(True, bool)
     traj_mask = np.zeros((G, K), bool)
+    traj_mask[group_of_traj, traj_in_group] = True
     last_state = np.zeros((G, K), np.int32)
-    node_mask = np.zeros((G, N), bool)
-    lengths = []
+    last_state[group_of_traj, traj_in_group] = dst[group_of_traj, traj_in_group, flat_lengths - 1]
+    node_mask = np.arange(N)[None, :] < np.array([len(names) for names in node_names] + [0] * (G - len(groups)))[:, None]
+    node_mask[: len(groups), SINK] = np.logical_or.reduceat(succeeded, np.cumsum([0, *map(len, lengths)])[:-1])
 
-    for g, group in enumerate(groups):
-        node_id = {name: i for i, name in enumerate(node_names[g]) if i != SINK}
-        action_id: dict[str, int] = {}
-        node_mask[g, 1 : len(node_names[g])] = True
-        node_mask[g, SINK] = any(traj.succeeded for traj in group.trajectories)
-        for k, traj in enumerate(group.trajectories):
-            steps, length = traj.steps, len(traj.steps)
-            src[g, k, :length] = [node_id[step.state] for step in steps]
-            dst[g, k, :length] = [node_id.get(step.next_state, SINK) for step in steps]
-            if traj.succeeded:
-                dst[g, k, length - 1] = SINK
-            action[g, k, :length] = [action_id.setdefault(step.action, len(action_id)) for step in steps]
-            reward[g, k, :length] = [step.reward for step in steps]
-            valid[g, k, :length] = [step.valid for step in steps]
-            step_mask[g, k, :length] = True
-            traj_mask[g, k] = True
-            last_state[g, k] = dst[g, k, length - 1]
-        lengths.append(tuple(len(traj.steps) for traj in group.trajectories))
-
-    batch = CreditBatch(src, dst, action, reward, valid, step_mask, traj_mask, last_state, node_mask)
-    return batch, BatchLayout(tuple(lengths), tuple(node_names))
+    batch = CreditBatch(src, dst, action, reward, valid, step_mask, traj_mask, last_state, node_mask, milestone)
+    return batch, BatchLayout(lengths, tuple(node_names))

@@ -12,7 +12,11 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-ESTIMATORS = ("grpo", "gigpo", "graphgpo", "milegpo")
+# The first four are docs/credit.md; the six after them are the step-credit family of
+# docs/credit-family.md (milegpo_jax/credit/family.py).
+ESTIMATORS = ("grpo", "gigpo", "graphgpo", "milegpo", "hgpo", "g2po", "beacon", "ecpo", "progpo", "mvpo")
+# Estimators that read the per-step ``milestone`` flag of the rollout record.
+NEEDS_MILESTONES = ("beacon",)
 RECIPES = ("alfworld", "webshop")
 STAGES = ("full", "rcs", "md")
 
@@ -42,6 +46,8 @@ _CHOICES = {
     "progress_norm": ("all_nodes", "candidates"),
     "invalid_penalty_target": ("both", "none", "mix_only"),
     "precision": ("float32", "float64"),
+    "progpo_base": ("gigpo", "grpo"),
+    "mvpo_route": ("anchor", "all"),
 }
 
 
@@ -103,6 +109,32 @@ class CreditConfig:
     successful_edge: str = "any"  # R11
     progress_norm: str = "all_nodes"  # R13
     invalid_penalty_target: str = "both"  # R14
+    # --- HGPO (docs/credit-family.md §HGPO) ---
+    hgpo_history: int = 2  # H: history keys of k = 1 .. H+1 anchors
+    hgpo_alpha: float = 1.0  # cluster weight (k+1)^alpha
+    hgpo_base_group: bool = False  # add the episode term as a k = 0 item
+    # --- G2PO ---
+    g2po_gamma: float = 0.95  # value discount (hard-coded 0.95 in the public code, not `gamma`)
+    g2po_anchor_penalty: float = 0.1  # invalid penalty inside the anchor term (hard-coded in the code)
+    # --- BEACON (MiGPO) ---
+    beacon_gamma: float = 0.99  # gamma_m of the milestone segment reward; lambda is step_weight
+    # --- ECPO (reconstructed, E1-E7) ---
+    ecpo_kappa: float = 2.0  # shrinkage of per-action means towards the anchor mean
+    ecpo_tau: float = 4.0  # count gate tanh(n_s / tau)
+    ecpo_gate_epsilon: float = 1e-6  # epsilon of B / (B + W + eps)
+    # omega of ECPO and ProGPO is step_weight
+    # --- ProGPO (reconstructed, P1-P4) ---
+    progpo_coverage_reward: float = 1.0  # c_cov
+    progpo_base: str = "gigpo"  # zero-reward groups: GiGPO on novelty rewards, or its episode term only
+    # --- MVPO (reconstructed, M1-M9) ---
+    mvpo_w_future: float = 1.0  # w_f
+    mvpo_w_progress: float = 1.0  # w_p
+    mvpo_w_loop: float = 0.5  # w_l
+    mvpo_potential_weight: float = 1.0  # lambda_pot
+    mvpo_ema_beta: float = 0.9  # beta of the success EMA carried across iterations
+    mvpo_success_ref: float = 1.0  # s_ref of kappa = clip(1 - m / s_ref, 0, 1)
+    mvpo_kappa_decay: bool = True  # False: kappa = 1
+    mvpo_route: str = "anchor"  # "anchor": GiGPO credit on informative anchors; "all": potential everywhere
     # --- numerics ---
     # float64 runs the jitted estimators in JAX's x64 mode (scoped to the call): group normalisations
     # of near-tied values are ill-conditioned, and only float64 matches a float64 oracle there.
@@ -113,7 +145,7 @@ class CreditConfig:
             value = getattr(self, name)
             if value not in allowed:
                 raise CreditConfigError(f"{name}={value!r}: must be one of {', '.join(allowed)}")
-        for name in ("gamma", "graph_gamma", "omega"):
+        for name in ("gamma", "graph_gamma", "omega", "g2po_gamma", "beacon_gamma"):
             value = getattr(self, name)
             if not 0.0 < value <= 1.0:
                 raise CreditConfigError(f"{name}={value}: must lie in (0, 1]")
@@ -123,6 +155,16 @@ class CreditConfig:
             raise CreditConfigError(f"kappa_bc={self.kappa_bc}: must be 0 or 1")
         if self.min_node_support < 1 or self.min_trap_visits < 1:
             raise CreditConfigError("min_node_support and min_trap_visits must be >= 1")
+        if not 0 <= self.hgpo_history <= 8:
+            raise CreditConfigError(f"hgpo_history={self.hgpo_history}: must lie in 0..8")
+        if not 0.0 <= self.mvpo_ema_beta < 1.0:
+            raise CreditConfigError(f"mvpo_ema_beta={self.mvpo_ema_beta}: must lie in [0, 1)")
+        for name in ("ecpo_kappa", "ecpo_gate_epsilon", "g2po_anchor_penalty"):
+            if getattr(self, name) < 0:
+                raise CreditConfigError(f"{name}={getattr(self, name)}: must be >= 0")
+        for name in ("ecpo_tau", "mvpo_success_ref"):
+            if getattr(self, name) <= 0:
+                raise CreditConfigError(f"{name}={getattr(self, name)}: must be > 0")
 
     @property
     def resolved_episode_norm_mode(self) -> str:
@@ -140,6 +182,20 @@ _RECIPE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
     ("graphgpo", "webshop"): {"norm_mode": "mean_std", "graph_gamma": 0.2, "unreachable": "dmax_plus_one"},
     ("milegpo", "alfworld"): {"norm_mode": "mean_std", "eta": 0.2, "theta_m": 1.1, "rho": 0.0, "kappa_bc": 0},
     ("milegpo", "webshop"): {"norm_mode": "mean", "eta": 1.0, "theta_m": 0.5, "rho": 0.5, "kappa_bc": 1},
+    # The family (docs/credit-family.md): HGPO / G2PO / BEACON follow their public run scripts; ECPO and
+    # ProGPO use GiGPO's script modes; MVPO is mean-std on both.
+    ("hgpo", "alfworld"): {"norm_mode": "mean_std", "gamma": 0.95, "hgpo_history": 2},
+    ("hgpo", "webshop"): {"norm_mode": "mean", "gamma": 0.95, "hgpo_history": 2},
+    ("g2po", "alfworld"): {"norm_mode": "mean_std"},
+    ("g2po", "webshop"): {"norm_mode": "mean"},
+    ("beacon", "alfworld"): {"norm_mode": "mean", "beacon_gamma": 0.9, "step_weight": 10.0, "invalid_penalty": 0.1},
+    ("beacon", "webshop"): {"norm_mode": "mean", "beacon_gamma": 0.95, "step_weight": 1.0, "invalid_penalty": 1.0},
+    ("ecpo", "alfworld"): {"norm_mode": "mean_std"},
+    ("ecpo", "webshop"): {"norm_mode": "mean"},
+    ("progpo", "alfworld"): {"norm_mode": "mean_std"},
+    ("progpo", "webshop"): {"norm_mode": "mean"},
+    ("mvpo", "alfworld"): {"norm_mode": "mean_std"},
+    ("mvpo", "webshop"): {"norm_mode": "mean_std"},
 }
 
 DEFAULT_RECIPE = "alfworld"

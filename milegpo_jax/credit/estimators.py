@@ -14,6 +14,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from milegpo_jax.credit.batch import SINK, CreditBatch
 from milegpo_jax.credit.config import THRESHOLD_TOLERANCE, CreditConfig
@@ -116,13 +117,17 @@ def _grpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     return {"adv_episode": adv_episode, "advantage": adv_episode}
 
 
-def _gigpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+def discounted_returns(b: CreditBatch, gamma: float) -> jax.Array:
+    """[K, T] R_t = Σ_{j>=t} γ^{j-t} r_j of one group, before any invalid penalty."""
     T = b.src.shape[-1]
     t = jnp.arange(T)
     later = t[None, :] - t[:, None]  # [t, j] = j - t
-    discount = jnp.where(later >= 0, jnp.power(cfg.gamma, jnp.maximum(later, 0).astype(float_dtype())), 0.0)
-    rewards = jnp.where(b.step_mask, b.reward, 0.0)
-    step_return = rewards @ discount.T  # R_t = Σ_{j>=t} γ^{j-t} r_j; the penalty -p comes after
+    discount = jnp.where(later >= 0, jnp.power(gamma, jnp.maximum(later, 0).astype(float_dtype())), 0.0)
+    return jnp.where(b.step_mask, b.reward, 0.0) @ discount.T
+
+
+def _gigpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+    step_return = discounted_returns(b, cfg.gamma)  # the penalty -p comes after
     penalty = invalid_penalty(b, cfg)
     adv_step = anchor_normalize(step_return, penalty, b, cfg)
     adv_episode = episode_advantage(b, cfg)
@@ -365,20 +370,32 @@ def _as_arrays(batch: CreditBatch) -> CreditBatch:
     return batch._replace(reward=jnp.asarray(batch.reward, float_dtype()))
 
 
-def _batch_terms(batch: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
-    per_group = _GROUP_ESTIMATORS[cfg.estimator]
-    return jax.vmap(lambda group: per_group(group, cfg))(_as_arrays(batch))
+def _family():
+    # The six estimators of docs/credit-family.md live in family.py, which builds on the shared terms
+    # above; importing it here, at trace time, keeps the import graph one-way.
+    from milegpo_jax.credit import family
+
+    return family
+
+
+def _batch_terms(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
+    """Every intermediate of ``cfg.estimator``; "ema_new" is MVPO's success EMA (passed through for the rest)."""
+    family = _family()
+    if cfg.estimator in family.BATCH_ESTIMATORS:  # estimators with batch-level state (MVPO's kappa)
+        return family.BATCH_ESTIMATORS[cfg.estimator](_as_arrays(batch), cfg, ema_prev)
+    per_group = {**_GROUP_ESTIMATORS, **family.GROUP_ESTIMATORS}[cfg.estimator]
+    return {**jax.vmap(lambda group: per_group(group, cfg))(_as_arrays(batch)), "ema_new": ema_prev}
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_estimator_terms(batch: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
-    return _batch_terms(batch, cfg)
+def _jit_estimator_terms(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
+    return _batch_terms(batch, cfg, ema_prev)
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_advantages(batch: CreditBatch, cfg: CreditConfig) -> jax.Array:
-    advantages = _batch_terms(batch, cfg)["advantage"]  # XLA prunes the unused intermediates
-    return jnp.where(batch.step_mask, advantages, 0.0)
+def _jit_advantages(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> tuple[jax.Array, jax.Array]:
+    terms = _batch_terms(batch, cfg, ema_prev)  # XLA prunes the unused intermediates
+    return jnp.where(batch.step_mask, terms["advantage"], 0.0), terms["ema_new"]
 
 
 @functools.partial(jax.jit, static_argnums=1)
@@ -386,15 +403,19 @@ def _jit_milegpo_terms(batch: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     return jax.vmap(lambda group: _milegpo_group(group, cfg))(_as_arrays(batch))
 
 
-def _in_precision(jitted):
-    """Runs ``jitted(batch, cfg)`` in cfg.precision: float64 needs JAX's x64 mode, scoped to the call."""
+def _in_precision(jitted, carries_ema: bool = True, outputs=lambda out: out):
+    """Runs ``jitted(batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode, scoped to
+    the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working float type,
+    so that a new value never retraces."""
 
     @functools.wraps(jitted)
-    def run(batch: CreditBatch, cfg: CreditConfig):
+    def run(batch: CreditBatch, cfg: CreditConfig, ema_prev: float = 0.0):
+        dtype = np.float64 if cfg.precision == "float64" else np.float32
+        args = (batch, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (batch, cfg)
         if cfg.precision == "float64":
             with jax.enable_x64(True):
-                return jitted(batch, cfg)
-        return jitted(batch, cfg)
+                return outputs(jitted(*args))
+        return outputs(jitted(*args))
 
     run.clear_cache = jitted.clear_cache
     run._cache_size = jitted._cache_size
@@ -403,11 +424,14 @@ def _in_precision(jitted):
 
 estimator_terms = _in_precision(_jit_estimator_terms)
 estimator_terms.__doc__ = """Every intermediate of ``cfg.estimator`` ([G, K, T] rows, [G, N] nodes), incl. "advantage"."""
-estimate_advantages = _in_precision(_jit_advantages)
+estimate_advantages = _in_precision(_jit_advantages, outputs=lambda out: out[0])
 estimate_advantages.__doc__ = """[G, K, T] advantages of ``cfg.estimator`` (cfg.precision); exactly 0 on padded rows."""
-milegpo_terms = _in_precision(_jit_milegpo_terms)
+advantages_and_ema = _in_precision(_jit_advantages)
+advantages_and_ema.__doc__ = """([G, K, T] advantages, MVPO's updated success EMA) from ``ema_prev``; the same
+compiled function as ``estimate_advantages`` (the EMA passes through unchanged for other estimators)."""
+milegpo_terms = _in_precision(_jit_milegpo_terms, carries_ema=False)
 milegpo_terms.__doc__ = """Every MileGPO intermediate, [G, ...] (diagnostics, tests, replay tables)."""
 
 
 def registered_estimators() -> tuple[str, ...]:
-    return tuple(_GROUP_ESTIMATORS)
+    return (*_GROUP_ESTIMATORS, *_family().GROUP_ESTIMATORS, *_family().BATCH_ESTIMATORS)

@@ -7,7 +7,11 @@ docs/credit.md §1.5), the environment reward and the format validity of the res
 The JSON form (docs/credit.md §12) is::
 
     {"groups": [{"trajectories": [{"steps": [
-        {"state": str, "action": str, "next_state": str, "reward": float, "valid": bool}, ...]}]}]}
+        {"state": str, "action": str, "next_state": str, "reward": float, "valid": bool,
+         "milestone": bool (optional)}, ...]}]}]}
+
+``milestone`` (BEACON, docs/credit-family.md) is true on the step that completes the environment's next
+milestone; rollouts recorded without milestone detection omit it (``Step.milestone is None``).
 
 ``parse_rollouts`` validates that form and raises ``RolloutFormatError`` with a one-line message that
 names the offending place (``groups[g].trajectories[k].steps[t].field``).
@@ -38,6 +42,7 @@ class Step:
     next_state: str
     reward: float
     valid: bool = True
+    milestone: bool | None = None  # None: the rollout was recorded without milestone flags
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +87,10 @@ def _parse_step(raw: Any, where: str) -> Step:
     valid = _require(raw, "valid", where)
     if not isinstance(valid, bool):
         raise RolloutFormatError(f"{where}.valid: expected true/false, got {type(valid).__name__}")
-    return Step(reward=float(reward), valid=valid, **values)
+    milestone = raw.get("milestone")
+    if milestone is not None and not isinstance(milestone, bool):
+        raise RolloutFormatError(f"{where}.milestone: expected true/false, got {type(milestone).__name__}")
+    return Step(reward=float(reward), valid=valid, milestone=milestone, **values)
 
 
 def _parse_list(raw: Any, key: str, where: str) -> list:
@@ -129,11 +137,28 @@ def load_rollouts(path: str | Path) -> list[Group]:
     return parse_rollouts(raw)
 
 
+def _step_json(step: Step) -> dict:
+    fields = dataclasses.asdict(step)
+    if step.milestone is None:
+        del fields["milestone"]
+    return fields
+
+
+def missing_milestones(groups: Sequence[Group]) -> str | None:
+    """The place of the first step without a milestone flag (``groups[g]...steps[t].milestone``), or None."""
+    for g, group in enumerate(groups):
+        for k, traj in enumerate(group.trajectories):
+            for t, step in enumerate(traj.steps):
+                if step.milestone is None:
+                    return f"groups[{g}].trajectories[{k}].steps[{t}].milestone"
+    return None
+
+
 def rollouts_to_json(groups: Sequence[Group]) -> dict:
     """The inverse of ``parse_rollouts`` (used to write example files and test fixtures)."""
     return {
         "groups": [
-            {"trajectories": [{"steps": [dataclasses.asdict(s) for s in traj.steps]} for traj in group.trajectories]}
+            {"trajectories": [{"steps": [_step_json(s) for s in traj.steps]} for traj in group.trajectories]}
             for group in groups
         ]
     }

@@ -1,0 +1,346 @@
+"""The step-credit family beside MileGPO: HGPO, G2PO, BEACON, ECPO, ProGPO, MVPO (docs/credit-family.md).
+
+Same contract as ``estimators.py``: per-group maths over one group's padded [K, T] rows, vmapped over
+groups by the registry there, advantages exactly 0 on padded rows. They reuse the shared terms
+(episode term Norm_q(Z), anchor normalisation, discounted returns, GiGPO itself) rather than
+recomputing them. Cluster statistics that are not keyed by one state (HGPO's history suffixes, ECPO's
+(state, action) pairs) use [K·T, K·T] row-equality matrices: a group has a few hundred rows, so a
+dense matmul is cheaper than building dense segment ids.
+
+Exactness (docs/credit-family.md, "Exactness"): a value equal to its cluster's other members must
+get a deviation of exactly 0, so values are shifted by their cluster maximum before the small
+invalid penalty is subtracted, and spreads below TIE_RELATIVE_TOLERANCE of the magnitude count as
+ties, exactly as ``graph.segment_normalize`` does.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from milegpo_jax.credit.batch import CreditBatch
+from milegpo_jax.credit.config import TIE_RELATIVE_TOLERANCE, CreditConfig
+from milegpo_jax.credit.estimators import (
+    _gigpo_group,
+    _grpo_group,
+    anchor_normalize,
+    discounted_returns,
+    episode_advantage,
+    episode_returns,
+    invalid_penalty,
+)
+from milegpo_jax.credit.graph import float_dtype, segment_normalize, trajectory_success
+
+# ----------------------------------------------------------------------------------------- helpers
+
+
+def _cluster_max(values: jax.Array, members: jax.Array) -> jax.Array:
+    """[R] max of ``values`` over each row's cluster (``members`` [R, R] bool, reflexive for real rows)."""
+    return jnp.max(jnp.where(members, values[None, :], -jnp.inf), axis=-1)
+
+
+def _cluster_deviation(values, penalty, members, mask):
+    """(deviation from the cluster mean, count, magnitude) per row of ``values - penalty``.
+
+    The two shifts by the cluster maximum make equal totals bit-equal (see the module docstring);
+    the magnitude max |values - penalty| over the cluster scales the tie tolerance.
+    """
+    present = mask & jnp.any(members, axis=-1)  # rows without a cluster (HGPO, t < k-1) keep their value
+    shifted = values - jnp.where(present, _cluster_max(values, members), 0.0) - penalty
+    shifted = shifted - jnp.where(present, _cluster_max(shifted, members), 0.0)
+    weights = members.astype(values.dtype)
+    count = jnp.sum(weights, axis=-1)
+    mean = (weights @ shifted) / jnp.maximum(count, 1.0)
+    scale = jnp.max(jnp.where(members, jnp.abs(values - penalty)[None, :], 0.0), axis=-1)
+    return jnp.where(present, shifted - mean, 0.0), count, scale
+
+
+def _same(key: jax.Array, mask: jax.Array) -> jax.Array:
+    """[R, R] rows with equal ``key``, both real."""
+    return (key[:, None] == key[None, :]) & mask[:, None] & mask[None, :]
+
+
+def _safe_div(numerator, denominator):
+    return jnp.where(denominator > 0, numerator / jnp.where(denominator > 0, denominator, 1.0), 0.0)
+
+
+# ----------------------------------------------------------------------------------------- HGPO
+
+
+def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+    """HGPO: a weighted mean of GiGPO-return deviations over history-suffix clusters k = 1..H+1."""
+    K, T = b.src.shape
+    mask = b.step_mask.ravel()
+    step_return = discounted_returns(b, cfg.gamma)
+    penalty = invalid_penalty(b, cfg)
+    values, pen = step_return.ravel(), penalty.ravel()
+    # members[k=1]: same anchor; order k: also the same order-(k-1) history one step earlier.
+    first = (b.src[:, :, None, None] == b.src[None, None, :, :]) & b.step_mask[:, :, None, None] & b.step_mask[None, None]
+    members = first
+    numerator = jnp.zeros(K * T, float_dtype())
+    denominator = jnp.zeros(K * T, float_dtype())
+    for k in range(1, cfg.hgpo_history + 2):
+        if k > 1:
+            earlier = jnp.zeros_like(members).at[:, 1:, :, 1:].set(members[:, :-1, :, :-1])
+            members = earlier & first
+        flat = members.reshape(K * T, K * T)
+        deviation, count, scale = _cluster_deviation(values, pen, flat, mask)
+        std = jnp.sqrt((flat.astype(values.dtype) @ deviation**2) / jnp.maximum(count, 1.0))  # population
+        kept = mask & (count > 1) & (jnp.abs(deviation) > TIE_RELATIVE_TOLERANCE * scale)
+        item = deviation / (std + cfg.epsilon) if cfg.norm_mode == "mean_std" else deviation
+        weight = float(k + 1) ** cfg.hgpo_alpha
+        numerator += jnp.where(kept, weight * item, 0.0)
+        denominator += jnp.where(kept, weight, 0.0)
+    if cfg.hgpo_base_group:
+        base = episode_advantage(b, cfg).ravel()
+        numerator += jnp.where(mask & (base != 0), base, 0.0)
+        denominator += jnp.where(mask & (base != 0), 1.0, 0.0)
+    advantage = numerator / (denominator + cfg.epsilon)
+    return {
+        "step_return": jnp.where(b.step_mask, step_return - penalty, 0.0),
+        "advantage": jnp.where(mask, advantage, 0.0).reshape(K, T),
+    }
+
+
+# ----------------------------------------------------------------------------------------- G2PO
+
+
+def _g2po_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+    """G2PO: anchor-normalised next-state values plus the group-normalised TD gain."""
+    K, T = b.src.shape
+    N = b.node_mask.shape[-1]
+    t = jnp.arange(T)
+    length = jnp.sum(b.step_mask, axis=-1)
+    episode = episode_returns(b)
+    success = trajectory_success(b.reward, b.step_mask, b.traj_mask)
+    exponent = (length[:, None] - t[None, :]).astype(float_dtype())
+    row_value = jnp.where(b.step_mask, jnp.power(cfg.g2po_gamma, exponent) * episode[:, None], 0.0)
+    weight = b.step_mask.astype(float_dtype())
+    value_sum = jnp.zeros(N, float_dtype()).at[b.src].add(row_value * weight)
+    value_count = jnp.zeros(N, float_dtype()).at[b.src].add(weight)
+    state_value = _safe_div(value_sum, value_count)  # V(s): mean over the anchor's rows
+    next_src = jnp.concatenate([b.src[:, 1:], b.src[:, -1:]], axis=1)
+    terminal = jnp.where(success, cfg.success_reward, 0.0)[:, None]
+    next_value = jnp.where(t[None, :] + 1 < length[:, None], state_value[next_src], terminal)
+    next_value = jnp.where(b.step_mask, next_value, 0.0)
+    anchor_penalty = jnp.where(b.step_mask & ~b.valid, cfg.g2po_anchor_penalty, 0.0)
+    adv_value = anchor_normalize(next_value, anchor_penalty, b, cfg)  # c1
+    gain = jnp.where(b.step_mask, next_value - state_value[b.src], 0.0)
+    adv_gain = segment_normalize(gain, jnp.zeros_like(gain), jnp.zeros_like(b.src), b.step_mask, 1, cfg.norm_mode, cfg.epsilon)  # c2
+    adv_episode = episode_advantage(b, cfg)
+    return {
+        "state_value": jnp.where(b.step_mask, state_value[b.src], 0.0),
+        "next_value": next_value,
+        "adv_value": adv_value,
+        "adv_gain": adv_gain,
+        "adv_episode": adv_episode,
+        "advantage": adv_episode + cfg.step_weight * (adv_value + adv_gain),
+    }
+
+
+# ----------------------------------------------------------------------------------------- BEACON
+
+
+def _beacon_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+    """BEACON: discounted reward to the next milestone, normalised within (group, segment)."""
+    T = b.src.shape[-1]
+    t = jnp.arange(T)
+    flags = b.milestone & b.step_mask
+    segment = jnp.cumsum(flags, axis=-1) - flags  # completed milestones before the step
+    beyond = T  # "no milestone ahead"
+    next_milestone = lax.cummin(jnp.where(flags, t[None, :], beyond), axis=1, reverse=True)
+    ahead = next_milestone < beyond
+    exponent = jnp.where(ahead, next_milestone - t[None, :], 0).astype(float_dtype())
+    segment_reward = jnp.where(b.step_mask & ahead, cfg.success_reward * jnp.power(cfg.beacon_gamma, exponent), 0.0)
+    penalty = invalid_penalty(b, cfg)
+    adv_segment = segment_normalize(segment_reward, penalty, segment, b.step_mask, T + 1, cfg.norm_mode, cfg.epsilon)
+    adv_episode = episode_advantage(b, cfg)
+    return {
+        "segment": jnp.where(b.step_mask, segment, 0),
+        "segment_reward": jnp.where(b.step_mask, segment_reward - penalty, 0.0),
+        "adv_segment": adv_segment,
+        "adv_episode": adv_episode,
+        "advantage": adv_episode + cfg.step_weight * adv_segment,
+    }
+
+
+# ----------------------------------------------------------------------------------------- ECPO
+
+
+def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+    """ECPO [reconstructed]: shrunk per-action deviations at each anchor, gated by the between-action
+    share of the anchor's variance."""
+    K, T = b.src.shape
+    mask = b.step_mask.ravel()
+    step_return = discounted_returns(b, cfg.gamma).ravel()
+    penalty = invalid_penalty(b, cfg).ravel()
+    invalid_action = K * T  # every invalid step at an anchor is the one action "<invalid>" (E2)
+    action = jnp.where(b.valid, b.action, invalid_action).ravel()
+    anchor = _same(b.src.ravel(), mask)
+    pair = anchor & (action[:, None] == action[None, :])
+    deviation, count, scale = _cluster_deviation(step_return, penalty, anchor, mask)
+    variance = (anchor.astype(deviation.dtype) @ deviation**2) / jnp.maximum(count - 1.0, 1.0)
+    std = jnp.sqrt(variance)
+    spread = mask & (count > 1) & (std > TIE_RELATIVE_TOLERANCE * scale)
+    deviation = jnp.where(spread, deviation, 0.0)  # ties and singleton anchors: no step credit
+    pair_weights = pair.astype(deviation.dtype)
+    pair_count = jnp.sum(pair_weights, axis=-1)
+    pair_deviation = (pair_weights @ deviation) / jnp.maximum(pair_count, 1.0)  # Ḡ_u − μ_s
+    shrunk = pair_count * pair_deviation / (pair_count + cfg.ecpo_kappa)
+    action_advantage = shrunk / (std + cfg.epsilon) if cfg.norm_mode == "mean_std" else shrunk  # E4
+    anchor_weights = anchor.astype(deviation.dtype) / jnp.maximum(count, 1.0)[:, None]
+    between = anchor_weights @ pair_deviation**2  # B_s (E5)
+    within = anchor_weights @ (deviation - pair_deviation) ** 2  # W_s
+    gate = jnp.where(
+        between > 0, jnp.tanh(count / cfg.ecpo_tau) * between / (between + within + cfg.ecpo_gate_epsilon), 0.0
+    )
+    adv_step = jnp.where(mask, gate * action_advantage, 0.0).reshape(K, T)
+    adv_episode = episode_advantage(b, cfg)
+    return {
+        "gate": jnp.where(mask, gate, 0.0).reshape(K, T),
+        "adv_action": jnp.where(mask, action_advantage, 0.0).reshape(K, T),
+        "adv_episode": adv_episode,
+        "advantage": adv_episode + cfg.step_weight * adv_step,
+    }
+
+
+# ----------------------------------------------------------------------------------------- ProGPO
+
+
+def first_visits(b: CreditBatch) -> jax.Array:
+    """[K, T] n_t = 1 if s_{t+1} is not among s_0..s_t of the trajectory (the visit sets made cumulative)."""
+    T = b.src.shape[-1]
+    up_to = jnp.tril(jnp.ones((T, T), bool))  # [t, u] = u <= t
+    seen = jnp.any((b.dst[:, :, None] == b.src[:, None, :]) & up_to & b.step_mask[:, None, :], axis=-1)
+    return b.step_mask & ~seen
+
+
+def _progpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+    """ProGPO [reconstructed]: in a group without any success, GiGPO on first-visit novelty rewards."""
+    novelty = first_visits(b)
+    coverage = b._replace(reward=jnp.where(novelty, cfg.progpo_coverage_reward, 0.0).astype(float_dtype()))
+    base = _gigpo_group if cfg.progpo_base == "gigpo" else _grpo_group
+    plain, covered = base(b, cfg)["advantage"], base(coverage, cfg)["advantage"]
+    zero_group = ~jnp.any(trajectory_success(b.reward, b.step_mask, b.traj_mask))
+    return {
+        "novelty": novelty.astype(float_dtype()),
+        "zero_group": jnp.broadcast_to(zero_group, b.step_mask.shape),
+        "advantage": jnp.where(zero_group, covered, plain),
+    }
+
+
+# ----------------------------------------------------------------------------------------- MVPO
+
+
+def mvpo_kappa(b: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """(m_t, κ_t) from the batch's success share (all groups); κ uses the updated EMA (M8)."""
+    success = trajectory_success(b.reward, b.step_mask, b.traj_mask)
+    share = jnp.sum(success) / jnp.maximum(jnp.sum(b.traj_mask), 1)
+    ema_new = cfg.mvpo_ema_beta * ema_prev + (1.0 - cfg.mvpo_ema_beta) * share
+    if not cfg.mvpo_kappa_decay:
+        return ema_new, jnp.ones((), ema_new.dtype)
+    return ema_new, jnp.clip(1.0 - ema_new / cfg.mvpo_success_ref, 0.0, 1.0)
+
+
+def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """(region label [N], state sequence s_0..s_T [K, T+1] (−1 padded), real positions [K, T+1]).
+
+    A revisit s_u = s_t (t the previous visit) unions s_t..s_u; labels are the smallest node id of
+    each union-find set, found by min-label propagation over the covered transitions (M1).
+    """
+    K, T = b.src.shape
+    N = b.node_mask.shape[-1]
+    length = jnp.sum(b.step_mask, axis=-1)
+    position = jnp.arange(T + 1)
+    padded_src = jnp.concatenate([b.src, jnp.zeros((K, 1), b.src.dtype)], axis=1)
+    real = b.traj_mask[:, None] & (position[None, :] <= length[:, None])
+    sequence = jnp.where(position[None, :] < length[:, None], padded_src, b.last_state[:, None])
+    sequence = jnp.where(real, sequence, -1)
+    earlier = position[None, :] < position[:, None]  # [t, u] = u < t
+    same = (sequence[:, :, None] == sequence[:, None, :]) & earlier & real[:, :, None]
+    previous = jnp.max(jnp.where(same, position[None, None, :], -1), axis=-1)  # [K, t]
+    # transition u -> u+1 lies inside the loop body [previous[t], t) of some revisit t
+    covered = jnp.any(
+        (previous[:, :, None] >= 0) & (previous[:, :, None] <= position[None, None, :]) & (position[None, None, :] < position[None, :, None]),
+        axis=1,
+    )
+    edge = covered[:, :T] & b.step_mask
+    a, c = sequence[:, :T].ravel(), sequence[:, 1:].ravel()
+    a, c = jnp.where(edge.ravel(), a, 0), jnp.where(edge.ravel(), c, 0)  # inactive edges: a no-op self-loop
+
+    def merge(state):
+        label, _ = state
+        low = jnp.minimum(label[a], label[c])
+        updated = label.at[a].min(low).at[c].min(low)
+        updated = updated[updated]  # pointer jumping: a set's labels settle in O(log N) rounds
+        return updated, jnp.any(updated != label)
+
+    label, _ = lax.while_loop(lambda s: s[1], merge, (jnp.arange(N), jnp.asarray(True)))
+    return label, sequence, real
+
+
+def _mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str, jax.Array]:
+    """MVPO [reconstructed]: GiGPO anchor credit where the anchor is informative, else κ·λ·ΔΦ."""
+    K, T = b.src.shape
+    N = b.node_mask.shape[-1]
+    label, sequence, real = mvpo_regions(b)
+    region = jnp.where(real, label[jnp.maximum(sequence, 0)], -1)
+    success = trajectory_success(b.reward, b.step_mask, b.traj_mask)
+    rows = jnp.broadcast_to(jnp.arange(K)[:, None], region.shape)
+    visits = jnp.zeros((K, N), bool).at[rows, jnp.maximum(region, 0)].max(real)  # [K, regions]
+    visitors = jnp.sum(visits & b.traj_mask[:, None], axis=0).astype(float_dtype())
+    successes = jnp.sum(visits & success[:, None], axis=0).astype(float_dtype())
+    future = _safe_div(successes, visitors)  # F(ρ) (M2)
+    position = jnp.arange(T + 1)
+    before = position[None, :] < position[:, None]  # [u, u'] = u' < u
+    repeat = jnp.any((region[:, :, None] == region[:, None, :]) & before & real[:, None, :], axis=-1)
+    distinct = jnp.cumsum(real & ~repeat, axis=-1).astype(float_dtype())  # D_{i,u} (M3)
+    most = jnp.max(jnp.where(real, distinct, 0.0))
+    progress = (distinct - 1.0) / jnp.maximum(most - 1.0, 1.0)
+    loops = (position[None, :] - (distinct - 1.0)) / jnp.maximum(position, 1)[None, :]  # Λ (M4)
+    potential = (
+        cfg.mvpo_w_future * future[jnp.maximum(region, 0)] + cfg.mvpo_w_progress * progress - cfg.mvpo_w_loop * loops
+    )  # Φ (M5)
+    delta = jnp.where(b.step_mask, potential[:, 1:] - potential[:, :-1], 0.0)
+
+    step_return = discounted_returns(b, cfg.gamma)
+    penalty = invalid_penalty(b, cfg)
+    adv_anchor = anchor_normalize(step_return, penalty, b, cfg)  # GiGPO's A^S
+    # M6: informative anchor = >= 2 rows whose penalty-free returns are not all equal
+    num_segments = N
+    weight = b.step_mask.astype(float_dtype())
+    count = jnp.zeros(num_segments, float_dtype()).at[b.src].add(weight)
+    top = jnp.full(num_segments, -jnp.inf, float_dtype()).at[b.src].max(jnp.where(b.step_mask, step_return, -jnp.inf))
+    low = jnp.full(num_segments, jnp.inf, float_dtype()).at[b.src].min(jnp.where(b.step_mask, step_return, jnp.inf))
+    scale = jnp.zeros(num_segments, float_dtype()).at[b.src].max(jnp.where(b.step_mask, jnp.abs(step_return), 0.0))
+    informative = (count > 1) & (top - low > TIE_RELATIVE_TOLERANCE * scale)
+    routed = informative[b.src] if cfg.mvpo_route == "anchor" else jnp.zeros_like(b.step_mask)
+    adv_step = jnp.where(routed, adv_anchor, kappa * cfg.mvpo_potential_weight * delta)
+    adv_episode = episode_advantage(b, cfg)
+    return {
+        "delta": delta,
+        "region": jnp.where(b.step_mask, region[:, :-1], -1),
+        "informative": b.step_mask & routed,
+        "adv_episode": adv_episode,
+        "advantage": jnp.where(b.step_mask, adv_episode + adv_step, 0.0),
+    }
+
+
+def _mvpo_batch(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
+    ema_new, kappa = mvpo_kappa(batch, cfg, ema_prev)
+    terms = jax.vmap(lambda group: _mvpo_group(group, cfg, kappa))(batch)
+    return {**terms, "ema_new": ema_new, "kappa": kappa}
+
+
+# ----------------------------------------------------------------------------------------- registry
+
+GROUP_ESTIMATORS = {
+    "hgpo": _hgpo_group,
+    "g2po": _g2po_group,
+    "beacon": _beacon_group,
+    "ecpo": _ecpo_group,
+    "progpo": _progpo_group,
+}
+# Estimators with state across the groups of a batch: (batch, cfg, ema_prev) -> terms incl. "ema_new".
+BATCH_ESTIMATORS = {"mvpo": _mvpo_batch}
