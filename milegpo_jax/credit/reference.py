@@ -736,11 +736,19 @@ _DETAILS = {
 
 def estimator_details(group: Group, cfg: CreditConfig) -> dict:
     """The per-row details of ``cfg.estimator`` for one group; every row dict has "advantage"."""
+    if cfg.estimator not in _DETAILS:  # the family of docs/credit-family.md
+        from milegpo_jax.credit.reference_family import family_details
+
+        return family_details(group, cfg)
     return _DETAILS[cfg.estimator](group, cfg)
 
 
-def compute_advantages(groups: Sequence[Group], cfg: CreditConfig) -> list[list[list[float]]]:
-    """Advantages per group, per trajectory, per step for ``cfg.estimator``."""
+def compute_advantages(groups: Sequence[Group], cfg: CreditConfig, ema_prev: float = 0.0) -> list[list[list[float]]]:
+    """Advantages per group, per trajectory, per step for ``cfg.estimator`` (``ema_prev``: MVPO's EMA)."""
+    if cfg.estimator not in _DETAILS:
+        from milegpo_jax.credit.reference_family import family_advantages
+
+        return family_advantages(groups, cfg, ema_prev)[0]
     return [
         [[row["advantage"] for row in traj_rows] for traj_rows in estimator_details(group, cfg)["rows"]]
         for group in groups

@@ -7,6 +7,8 @@ states seen only once.
 
 from __future__ import annotations
 
+import dataclasses
+
 from hypothesis import strategies as st
 
 from milegpo_jax.credit.rollouts import Group, Step, Trajectory
@@ -77,4 +79,51 @@ def option_overrides():
     """A random subset of non-default options."""
     return st.dictionaries(st.sampled_from(sorted(OPTION_VALUES)), st.none(), max_size=6).flatmap(
         lambda keys: st.fixed_dictionaries({key: st.sampled_from(OPTION_VALUES[key]) for key in keys})
+    )
+
+
+# Options of the family estimators (docs/credit-family.md) worth flipping, with the shared ones.
+FAMILY_OPTION_VALUES = {
+    "norm_mode": ["mean_std", "mean"],
+    "episode_stats": ["cross_steps", "per_trajectory"],
+    "gamma": [0.95, 0.8],
+    "invalid_penalty": [0.1, 1.0],
+    "step_weight": [1.0, 10.0],
+    "hgpo_history": [0, 1, 2, 4],
+    "hgpo_alpha": [1.0, 0.5],
+    "hgpo_base_group": [False, True],
+    "g2po_gamma": [0.95, 0.9],
+    "g2po_anchor_penalty": [0.1, 0.0],
+    "beacon_gamma": [0.99, 0.9],
+    "ecpo_kappa": [2.0, 0.0],
+    "ecpo_tau": [4.0, 8.0],
+    "progpo_coverage_reward": [1.0, 2.0],
+    "progpo_base": ["gigpo", "grpo"],
+    "mvpo_w_loop": [0.5, 0.0],
+    "mvpo_w_progress": [1.0, 0.5],
+    "mvpo_ema_beta": [0.9, 0.5],
+    "mvpo_kappa_decay": [True, False],
+    "mvpo_route": ["anchor", "all"],
+}
+
+
+@st.composite
+def groups_with_milestones(draw, max_trajectories: int = 5) -> Group:
+    """``groups()`` with a random per-step milestone flag (BEACON's input)."""
+    group = draw(groups(max_trajectories))
+    return Group(
+        tuple(
+            Trajectory(tuple(dataclasses.replace(step, milestone=draw(st.booleans())) for step in traj.steps))
+            for traj in group.trajectories
+        )
+    )
+
+
+def family_batches(max_groups: int = 3):
+    return st.lists(groups_with_milestones(), min_size=1, max_size=max_groups)
+
+
+def family_option_overrides():
+    return st.dictionaries(st.sampled_from(sorted(FAMILY_OPTION_VALUES)), st.none(), max_size=6).flatmap(
+        lambda keys: st.fixed_dictionaries({key: st.sampled_from(FAMILY_OPTION_VALUES[key]) for key in keys})
     )
