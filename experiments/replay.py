@@ -4,7 +4,8 @@
         [--set key=value ...]
 
 For each group it prints one row per step (trajectory, step, transition, validity, reward, outcome)
-with the advantage of GRPO, GiGPO, GraphGPO and MileGPO (md / rcs / full stages), then MileGPO's
+with the advantage of GRPO, GiGPO, GraphGPO, the family of docs/credit-family.md (BEACON only when
+the rollouts carry milestone flags) and MileGPO (md / rcs / full stages), then MileGPO's
 milestones and traps and the batch's credit diagnostics. The last line is a JSON summary.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config, parse_overrides
 from milegpo_jax.credit.estimators import milegpo_terms
-from milegpo_jax.credit.rollouts import RolloutFormatError, load_rollouts
+from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs, load_rollouts
 
 DEFAULT_INPUT = Path(__file__).parent / "data" / "example_rollouts.json"
 COLUMNS = (
@@ -29,7 +30,13 @@ COLUMNS = (
     ("GraphGPO", "graphgpo", None),
     ("Mile/md", "milegpo", "md"),
     ("Mile/rcs", "milegpo", "rcs"),
-    ("MileGPO", "milegpo", "full"),
+    ("HGPO", "hgpo", None),
+    ("G2PO", "g2po", None),
+    ("BEACON", "beacon", None),  # only on rollouts with milestone flags
+    ("ECPO", "ecpo", None),
+    ("ProGPO", "progpo", None),
+    ("MVPO", "mvpo", None),
+    ("MileGPO", "milegpo", "full"),  # last: its terms and diagnostics are printed below
 )
 TRANSITION_WIDTH = 46
 
@@ -55,6 +62,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
+    columns = []
+    for column, cfg in zip(COLUMNS, configs):
+        try:
+            check_estimator_inputs(groups, cfg.estimator)
+        except RolloutFormatError:
+            continue  # e.g. BEACON without milestone flags: no column
+        columns.append((column, cfg))
+    configs = [cfg for _, cfg in columns]
     results = [compute_credit(groups, cfg, with_diagnostics=cfg.stage == "full" and cfg.estimator == "milegpo") for cfg in configs]
     full = results[-1]
     terms = milegpo_terms(full.batch, configs[-1])
@@ -63,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = ["success" if traj.succeeded else "fail" for traj in group.trajectories]
         print(f"group {g}: {len(group.trajectories)} trajectories, {outcomes.count('success')} successful")
         header = f"{'traj':>4} {'t':>3}  {'transition':<{TRANSITION_WIDTH}} {'ok':>3} {'r':>5} {'outcome':>8}"
-        print(header + "".join(f"{name:>10}" for name, _, _ in COLUMNS))
+        print(header + "".join(f"{name:>10}" for (name, _, _), _ in columns))
         for k, traj in enumerate(group.trajectories):
             for t, step in enumerate(traj.steps):
                 last = t == len(traj.steps) - 1

@@ -21,7 +21,9 @@ State key: GraphGPO's augmented anchor (``state_key.py``, docs/environments.md Â
 ``seed``, ``steps``, ``truncated``; after ``reset`` also ``walkthrough`` (the game file's winning action
 list, which replays to a win; None where a game has none). With ``expert=True`` every result carries
 ``expert_action``, the next action of ALFWorld's hand-coded expert (it needs the game's facts on every
-step, so it is off by default; None where the expert gives up).
+step, so it is off by default; None where the expert gives up). Every step's info has
+``milestone_achieved``: BEACON's flag, true on the step that matches the next walkthrough action in
+order (``milestones.py``; never true where a game has no walkthrough).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import threading
 from typing import Any
 
 from envs_bridge.alfworld import engine, games
+from envs_bridge.alfworld.milestones import WalkthroughMilestones
 from envs_bridge.alfworld.state_key import AnchorTracker
 from envs_bridge.base import EnvAdapter, EnvError, StepResult, check_split
 
@@ -75,6 +78,7 @@ class AlfWorldAdapter(EnvAdapter):
         self._pddl_env = self._env.unwrapped
         self._loaded_gamefile: str | None = None
         self._episode: dict[str, Any] | None = None
+        self._milestones = WalkthroughMilestones(None)
         self._tracker = AnchorTracker()
         self._expert_random = random.getstate()
         self._done = True
@@ -115,6 +119,7 @@ class AlfWorldAdapter(EnvAdapter):
         self._tracker = AnchorTracker()
         self._done = False
         walkthrough = self._pddl_env.walkthrough
+        self._milestones = WalkthroughMilestones(walkthrough)
         extra_info = {"walkthrough": list(walkthrough) if walkthrough else None}
         return self._result(state, reward=0.0, truncated=False, extra_info=extra_info)
 
@@ -133,7 +138,8 @@ class AlfWorldAdapter(EnvAdapter):
         self._tracker.observe(action, observation)
         won = bool(state["won"])
         truncated = not won and self._episode["steps"] >= self.max_steps
-        return self._result(state, reward=WIN_REWARD if won else 0.0, truncated=truncated, extra_info={})
+        milestone = {"milestone_achieved": self._milestones.observe(action)}  # BEACON (milestones.py)
+        return self._result(state, reward=WIN_REWARD if won else 0.0, truncated=truncated, extra_info=milestone)
 
     def _expert_step(self, action: str) -> Any:
         outer_random = random.getstate()

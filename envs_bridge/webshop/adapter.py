@@ -17,6 +17,10 @@ prompt shows. A purchase ends the episode with ``score`` = WebShop's reward and 
 ``reward`` is 10.0 on a won purchase and 0.0 otherwise (verl-agent's WebShop reward, docs/credit.md §1.2).
 Reaching ``max_steps`` actions ends the episode as a failure (``info['truncated']``). Everything is
 deterministic, so ``seed`` changes nothing: the K rollouts of a group replay the same goal.
+
+Step info also carries BEACON's milestone flag (``milestones.py``): ``milestone_achieved`` on the step
+that completes the next of the phases search / detail / options / purchase, and ``milestone_phase``,
+the phase pending after the step ("complete" at the end).
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from envs_bridge.webshop.catalog import (
     cached_catalog,
 )
 from envs_bridge.webshop.engine import WebShopSession, strip_instruction
+from envs_bridge.webshop.milestones import PhaseDetector
 from envs_bridge.webshop.nouns import make_noun_tagger
 from envs_bridge.webshop.oracle import gold_actions
 from envs_bridge.webshop.product_types import PRODUCT_TYPES_BY_KEY
@@ -133,6 +138,7 @@ class WebShopAdapter(EnvAdapter):
             self._world.catalog, self._world.search, goal, self._nouns, self._search_without_search_bar
         )
         self._steps, self._done = 0, False
+        self._milestones = PhaseDetector(self._world.catalog, goal)
         try:  # for tests and diagnostics; never shown to the policy
             gold = gold_actions(self._world.catalog, self._world.search, goal, self._nouns)
         except LookupError:
@@ -153,7 +159,9 @@ class WebShopAdapter(EnvAdapter):
             raise EnvError("the episode is over: call reset before stepping again")
         if not isinstance(action, str):
             raise EnvError(f"action must be a string, got {type(action).__name__}")
+        page_before = self._session.page
         outcome = self._session.step(action)
+        milestone = self._milestones.observe(action, page_before, self._session, outcome.purchase)
         self._steps += 1
         truncated = not outcome.done and self._steps >= self.max_steps
         self._done = outcome.done or truncated
@@ -165,6 +173,8 @@ class WebShopAdapter(EnvAdapter):
             "action_valid": outcome.valid,
             "steps": self._steps,
             "truncated": truncated,
+            "milestone_achieved": milestone,  # BEACON: this step completed the next phase (milestones.py)
+            "milestone_phase": self._milestones.pending,
         }
         if outcome.purchase is not None:
             info["purchased_asin"] = self._session.asin

@@ -10,8 +10,8 @@ import numpy as np
 from milegpo_jax.credit.batch import BatchLayout, CreditBatch, build_batch
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.diagnostics import credit_diagnostics
-from milegpo_jax.credit.estimators import estimate_advantages, milegpo_terms
-from milegpo_jax.credit.rollouts import Group
+from milegpo_jax.credit.estimators import advantages_and_ema, milegpo_terms
+from milegpo_jax.credit.rollouts import Group, check_estimator_inputs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -20,19 +20,30 @@ class CreditResult:
     diagnostics: dict
     batch: CreditBatch
     layout: BatchLayout
+    ema: float = 0.0  # MVPO's success EMA after this batch (the ``ema_prev`` passed in for other estimators)
 
 
-def compute_credit(groups: Sequence[Group], cfg: CreditConfig, with_diagnostics: bool = True) -> CreditResult:
+def compute_credit(
+    groups: Sequence[Group], cfg: CreditConfig, with_diagnostics: bool = True, ema_prev: float = 0.0
+) -> CreditResult:
     """Advantages of ``cfg.estimator`` for every step of ``groups`` (+ the MileGPO diagnostics).
+
+    ``ema_prev`` is MVPO's success EMA of the previous iteration (m_0 = 0); the result carries the
+    updated value, which the caller keeps in its state (docs/credit-family.md). Rollouts that lack a
+    field the estimator needs raise ``RolloutFormatError``.
 
     The diagnostics are MileGPO's; for a baseline estimator they use the MileGPO fields of ``cfg``
     (its recipe defaults) on the same graph, so that tie statistics can be compared across estimators.
     """
+    check_estimator_inputs(groups, cfg.estimator)
     batch, layout = build_batch(groups)
-    advantages = np.asarray(estimate_advantages(batch, cfg))
+    advantages, ema = advantages_and_ema(batch, cfg, ema_prev)
+    advantages = np.asarray(advantages)
     diagnostics = {}
     if with_diagnostics:
         terms_cfg = cfg if cfg.estimator == "milegpo" else dataclasses.replace(cfg, estimator="milegpo")
         terms = milegpo_terms(batch, terms_cfg)
         diagnostics = credit_diagnostics(batch, terms, advantages, theta_m=terms_cfg.theta_m)
-    return CreditResult(layout.unpad(advantages), diagnostics, batch, layout)
+        if cfg.estimator == "mvpo":
+            diagnostics["mvpo_success_ema"] = float(ema)
+    return CreditResult(layout.unpad(advantages), diagnostics, batch, layout, float(ema))

@@ -4,7 +4,7 @@
         [--stage rcs] [--set key=value ...] [--output adv.json]
 
 Bad input (malformed JSON, missing keys, wrong types, empty groups, non-finite rewards, unknown
-estimator/recipe/option) prints one line naming the offending place and exits with status 2, writing
+estimator/recipe/option, a field the estimator needs but the rollouts lack) prints one line naming the offending place and exits with status 2, writing
 nothing.
 """
 
@@ -18,8 +18,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from milegpo_jax.credit.config import RECIPES, STAGES, CreditConfigError, make_credit_config, parse_overrides
-from milegpo_jax.credit.rollouts import RolloutFormatError, load_rollouts
+from milegpo_jax.credit.config import ESTIMATORS, RECIPES, STAGES, CreditConfigError, make_credit_config, parse_overrides
+from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs, load_rollouts
 
 EXIT_BAD_INPUT = 2
 
@@ -36,7 +36,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m milegpo_jax.credit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, help="rollout JSON file")
-    parser.add_argument("--estimator", required=True, help="grpo | gigpo | graphgpo | milegpo")
+    parser.add_argument("--estimator", required=True, help=" | ".join(ESTIMATORS))
     parser.add_argument("--recipe", help=f"{' | '.join(RECIPES)} (default alfworld)")
     parser.add_argument("--stage", help=f"milegpo ablation stage: {' | '.join(STAGES)} (default full)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a credit option")
@@ -64,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             raise CreditConfigError(f"unknown stage {args.stage!r}: choose one of {', '.join(STAGES)}")
         cfg = make_credit_config(args.estimator, args.recipe, args.stage, parse_overrides(args.set))
         groups = load_rollouts(args.input)
+        check_estimator_inputs(groups, cfg.estimator)  # e.g. beacon on rollouts without milestone flags
     except (_UsageError, CreditConfigError, RolloutFormatError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -144,14 +144,21 @@ def _step_json(step: Step) -> dict:
     return fields
 
 
-def missing_milestones(groups: Sequence[Group]) -> str | None:
-    """The place of the first step without a milestone flag (``groups[g]...steps[t].milestone``), or None."""
+def check_estimator_inputs(groups: Sequence[Group], estimator: str) -> None:
+    """Raises ``RolloutFormatError`` naming the estimator and the first step that lacks a field it needs
+    (BEACON reads the per-step ``milestone`` flag, which rollouts recorded without detection omit)."""
+    from milegpo_jax.credit.config import NEEDS_MILESTONES
+
+    if estimator not in NEEDS_MILESTONES:
+        return
     for g, group in enumerate(groups):
         for k, traj in enumerate(group.trajectories):
             for t, step in enumerate(traj.steps):
                 if step.milestone is None:
-                    return f"groups[{g}].trajectories[{k}].steps[{t}].milestone"
-    return None
+                    raise RolloutFormatError(
+                        f"groups[{g}].trajectories[{k}].steps[{t}]: estimator {estimator} needs the per-step "
+                        "field 'milestone', which these rollouts lack"
+                    )
 
 
 def rollouts_to_json(groups: Sequence[Group]) -> dict:

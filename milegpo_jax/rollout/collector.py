@@ -34,6 +34,12 @@ class Policy(Protocol):
         """Answers each user prompt (chat-templated by the policy)."""
 
 
+def _milestone_flag(info: dict) -> bool | None:
+    """The env's BEACON milestone flag of a step, None where the env does not detect milestones."""
+    flag = info.get("milestone_achieved")
+    return None if flag is None else bool(flag)
+
+
 @dataclasses.dataclass(frozen=True)
 class StepRow:
     group: int
@@ -45,6 +51,7 @@ class StepRow:
     next_state: str
     reward: float  # env reward x reward_scale
     valid: bool  # format validity of the response
+    milestone: bool | None = None  # BEACON: the env's info["milestone_achieved"]; None if it reports none
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,7 +88,7 @@ class RolloutBatch:
         for g in sorted({group for group, _ in by_episode}):
             episodes = [rows for (group, _), rows in sorted(by_episode.items()) if group == g]
             trajectories = tuple(
-                Trajectory(tuple(Step(r.state, r.action, r.next_state, r.reward, r.valid) for r in rows))
+                Trajectory(tuple(Step(r.state, r.action, r.next_state, r.reward, r.valid, r.milestone) for r in rows))
                 for rows in episodes
             )
             groups.append(Group(trajectories))
@@ -197,6 +204,7 @@ def collect(
                     next_state=result.state_key,
                     reward=result.reward * reward_scale,
                     valid=valid,
+                    milestone=_milestone_flag(result.info),
                 )
             )
             history[i].append(HistoryEntry(current[i].observation, action))

@@ -68,6 +68,8 @@ class Trainer:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.env_options = config.env.adapter_options()
         self.credit_config = config.credit_config()
+        # MVPO's success EMA (docs/credit-family.md): carried across iterations and in the checkpoint
+        self.credit_ema = 0.0
         self.loss_config = config.ppo.loss_config()
         self.checkpointer = Checkpointer(
             self.workdir, config_hash(config), keep=config.run.keep_checkpoints, best_mode=config.run.best_mode,
@@ -192,7 +194,8 @@ class Trainer:
 
         start = time.perf_counter()
         groups, aligned = batch.credit_groups()
-        credit = compute_credit(groups, self.credit_config)
+        credit = compute_credit(groups, self.credit_config, ema_prev=self.credit_ema)
+        self.credit_ema = credit.ema
         rows, advantages = [], []
         for group_rows, group_advantages in zip(aligned, credit.advantages):
             for traj_rows, traj_advantages in zip(group_rows, group_advantages):
@@ -232,7 +235,11 @@ class Trainer:
     # ------------------------------------------------------------------ the run
 
     def _state(self) -> dict[str, Any]:
-        return {"params": nnx.to_pure_dict(nnx.state(self.model, nnx.Param)), "optimizer": nnx.to_pure_dict(nnx.state(self.optimizer))}
+        return {
+            "params": nnx.to_pure_dict(nnx.state(self.model, nnx.Param)),
+            "optimizer": nnx.to_pure_dict(nnx.state(self.optimizer)),
+            "credit": {"ema": np.asarray(self.credit_ema, np.float64)},
+        }
 
     def _load_state(self, state: dict[str, Any]) -> None:
         params = nnx.state(self.model, nnx.Param)
@@ -241,6 +248,7 @@ class Trainer:
         opt = nnx.state(self.optimizer)
         nnx.replace_by_pure_dict(opt, state["optimizer"])
         nnx.update(self.optimizer, opt)
+        self.credit_ema = float(state["credit"]["ema"])
 
     def run(self) -> dict[str, Any]:
         cfg = self.config
