@@ -1,7 +1,8 @@
 """Credit benchmark: vectorised jnp estimators against the plain-Python reference, in one process.
 
 Batch: 16 groups x 8 rollouts x up to 50 steps of ALFWorld-like rollouts (``credit/synthetic.py``:
-shared start state, loops, traps, 25-50 % successes). For each estimator it reports the median wall
+shared start state, loops, traps, 25-50 % successes; every step carries a milestone flag, set on the
+first visit of each new state, so that BEACON has input). For each estimator it reports the median wall
 time per batch of
 
 * ``jnp``: the jitted estimator on the padded batch (after compilation; compile time separately),
@@ -9,12 +10,15 @@ time per batch of
 * ``reference``: ``credit/reference.py`` from the same groups,
 
 and the ratios reference / jnp, timed in interleaved rounds. Ends with one JSON line (``speedup_vs_reference`` and
-``ms_per_batch`` are MileGPO full). Run: ``python -m experiments.bench.credit [--rounds 15]``.
+``ms_per_batch`` are MileGPO full; ``per_estimator`` has every estimator, ``targets`` whether the
+family's ≥ 10x / ≤ 5 ms and the ≤ 3 ms end-to-end targets hold). Run:
+``python -m experiments.bench.credit [--rounds 15]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -26,6 +30,7 @@ from milegpo_jax.credit import reference
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import estimate_advantages
+from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.synthetic import alfworld_like_rollouts
 
 CASES = (
@@ -35,7 +40,15 @@ CASES = (
     ("milegpo", "md"),
     ("milegpo", "rcs"),
     ("milegpo", "full"),
+    ("hgpo", None),
+    ("g2po", None),
+    ("beacon", None),
+    ("ecpo", None),
+    ("progpo", None),
+    ("mvpo", None),
 )
+FAMILY_TARGETS = {"min_speedup": 10.0, "max_jnp_ms": 5.0}  # docs/credit-family.md, per paper batch
+END_TO_END_TARGET_MS = 3.0
 
 
 def _interleaved_medians_ms(functions: dict, rounds: int) -> dict[str, float]:
@@ -50,6 +63,21 @@ def _interleaved_medians_ms(functions: dict, rounds: int) -> dict[str, float]:
     return {name: 1000.0 * statistics.median(values) for name, values in times.items()}
 
 
+def with_first_visit_milestones(groups: list[Group]) -> list[Group]:
+    """Flags each step that enters a state its trajectory has not seen (a stand-in milestone signal)."""
+    flagged = []
+    for group in groups:
+        trajectories = []
+        for traj in group.trajectories:
+            seen, steps = set(), []
+            for step in traj.steps:
+                seen.add(step.state)
+                steps.append(dataclasses.replace(step, milestone=step.next_state not in seen))
+            trajectories.append(Trajectory(tuple(steps)))
+        flagged.append(Group(tuple(trajectories)))
+    return flagged
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", type=int, default=16)
@@ -59,7 +87,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
-    groups = alfworld_like_rollouts(args.groups, args.group_size, args.max_steps, seed=args.seed)
+    groups = with_first_visit_milestones(alfworld_like_rollouts(args.groups, args.group_size, args.max_steps, seed=args.seed))
     batch, layout = build_batch(groups)
     device_batch = jax.device_put(batch)
     states = [len(names) - 1 for names in layout.node_names]
@@ -101,6 +129,12 @@ def main(argv: list[str] | None = None) -> dict:
             f"{ref_ms / jnp_ms:>10.1f}{ref_ms / e2e_ms:>10.1f}"
         )
     full = figures["milegpo/full"]
+    family = [name for name in figures if name in ("hgpo", "g2po", "beacon", "ecpo", "progpo", "mvpo")]
+    targets = {
+        "family_speedup_ge_10x": all(figures[n]["speedup"] >= FAMILY_TARGETS["min_speedup"] for n in family),
+        "family_jnp_le_5ms": all(figures[n]["jnp_ms"] <= FAMILY_TARGETS["max_jnp_ms"] for n in family),
+        "end_to_end_le_3ms": all(f["end_to_end_ms"] <= END_TO_END_TARGET_MS for f in figures.values()),
+    }
     summary = {
         "bench": "credit",
         "speedup_vs_reference": round(full["speedup"], 2),
@@ -110,6 +144,7 @@ def main(argv: list[str] | None = None) -> dict:
         "reference_ms_per_batch": round(full["reference_ms"], 2),
         "compile_ms": round(full["compile_ms"], 1),
         "per_estimator": {name: {k: round(v, 3) for k, v in f.items()} for name, f in figures.items()},
+        "targets": targets,
     }
     print(json.dumps(summary))
     return summary

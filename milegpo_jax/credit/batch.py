@@ -20,10 +20,8 @@ from milegpo_jax.credit.rollouts import Group
 from milegpo_jax.shapes import bucket_size
 
 SINK = 0  # node id of the success sink in every group
-_SINK_KEY = object()
-_state, _next_state, _action, _reward, _valid, _milestone = (
-    operator.attrgetter(name) for name in ("state", "next_state", "action", "reward", "valid", "milestone")
-)  # stands for the sink while interning (no state key can equal it)
+_SINK_KEY = object()  # stands for the sink while interning (no state key can equal it)
+_fields = operator.attrgetter("state", "next_state", "action", "reward", "valid", "milestone")
 
 
 class CreditBatch(NamedTuple):
@@ -87,15 +85,15 @@ def build_batch(
     lengths = tuple(tuple(len(traj.steps) for traj in group.trajectories) for group in groups)
     flat_lengths = np.fromiter((n for group_lengths in lengths for n in group_lengths), np.int64)
     row_ends = np.cumsum(flat_lengths)
-    step_rewards = np.fromiter(map(_reward, steps), np.float64, len(steps))
+    states, next_states, actions, rewards, valids, milestones = zip(*map(_fields, steps))
+    step_rewards = np.array(rewards, np.float64)
     succeeded = np.add.reduceat(step_rewards, row_ends - flat_lengths) > 0.0  # Trajectory.succeeded
     keys: list = [None] * (2 * len(steps))
-    keys[0::2] = map(_state, steps)
-    keys[1::2] = map(_next_state, steps)
+    keys[0::2] = states
+    keys[1::2] = next_states
     for end, success in zip(row_ends.tolist(), succeeded.tolist()):
         if success:  # the final next state of a successful trajectory is the sink, not a node of its own
             keys[2 * end - 1] = _SINK_KEY
-    actions = list(map(_action, steps))
     group_ends = np.cumsum([sum(group_lengths) for group_lengths in lengths]).tolist()
     node_names, node_index, action_index = [], [], []
     for begin, end in zip([0, *group_ends[:-1]], group_ends):
@@ -136,8 +134,8 @@ def build_batch(
     dst = scatter(nodes[:, 1], np.int32)
     action = scatter(np.concatenate(action_index), np.int32)
     reward = scatter(step_rewards.astype(np.float32), np.float32)
-    valid = scatter(np.fromiter(map(_valid, steps), bool, len(steps)), bool)
-    milestone = scatter(np.fromiter(map(_milestone, steps), bool, len(steps)), bool)  # None (unrecorded) -> False
+    valid = scatter(np.array(valids, bool), bool)
+    milestone = scatter(np.fromiter(milestones, bool, len(steps)), bool)  # None (unrecorded) -> False
     step_mask = scatter(True, bool)
     traj_mask = np.zeros((G, K), bool)
     traj_mask[group_of_traj, traj_in_group] = True

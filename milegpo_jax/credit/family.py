@@ -3,9 +3,8 @@
 Same contract as ``estimators.py``: per-group maths over one group's padded [K, T] rows, vmapped over
 groups by the registry there, advantages exactly 0 on padded rows. They reuse the shared terms
 (episode term Norm_q(Z), anchor normalisation, discounted returns, GiGPO itself) rather than
-recomputing them. Cluster statistics that are not keyed by one state (HGPO's history suffixes, ECPO's
-(state, action) pairs) use [K·T, K·T] row-equality matrices: a group has a few hundred rows, so a
-dense matmul is cheaper than building dense segment ids.
+recomputing them. Clusters that are not keyed by one state (HGPO's history suffixes, ECPO's
+(state, action) pairs) get dense ids from a sort of their integer codes, then segment sums.
 
 Exactness (docs/credit-family.md, "Exactness"): a value equal to its cluster's other members must
 get a deviation of exactly 0, so values are shifted by their cluster maximum before the small
@@ -35,30 +34,45 @@ from milegpo_jax.credit.graph import float_dtype, segment_normalize, trajectory_
 # ----------------------------------------------------------------------------------------- helpers
 
 
-def _cluster_max(values: jax.Array, members: jax.Array) -> jax.Array:
-    """[R] max of ``values`` over each row's cluster (``members`` [R, R] bool, reflexive for real rows)."""
-    return jnp.max(jnp.where(members, values[None, :], -jnp.inf), axis=-1)
+def dense_ids(codes: jax.Array, valid: jax.Array) -> jax.Array:
+    """[R] dense ids 0.. of equal ``codes`` among the valid rows (in code order); invalid rows get R.
+
+    A sort and a cumulative sum: O(R log R), where a row-equality matrix would be O(R²)."""
+    size = codes.shape[0]
+    codes = jnp.where(valid, codes, jnp.iinfo(codes.dtype).max)
+    order = jnp.argsort(codes)
+    ordered = codes[order]
+    first = jnp.concatenate([jnp.ones(1, bool), ordered[1:] != ordered[:-1]])
+    ids = jnp.zeros(size, codes.dtype).at[order].set(jnp.cumsum(first) - 1)
+    return jnp.where(valid, ids, size)
 
 
-def _cluster_deviation(values, penalty, members, mask):
-    """(deviation from the cluster mean, count, magnitude) per row of ``values - penalty``.
+class _Clusters:
+    """Segment statistics of rows keyed by ``ids`` (invalid rows in the dump segment ``num``)."""
 
-    The two shifts by the cluster maximum make equal totals bit-equal (see the module docstring);
-    the magnitude max |values - penalty| over the cluster scales the tie tolerance.
-    """
-    present = mask & jnp.any(members, axis=-1)  # rows without a cluster (HGPO, t < k-1) keep their value
-    shifted = values - jnp.where(present, _cluster_max(values, members), 0.0) - penalty
-    shifted = shifted - jnp.where(present, _cluster_max(shifted, members), 0.0)
-    weights = members.astype(values.dtype)
-    count = jnp.sum(weights, axis=-1)
-    mean = (weights @ shifted) / jnp.maximum(count, 1.0)
-    scale = jnp.max(jnp.where(members, jnp.abs(values - penalty)[None, :], 0.0), axis=-1)
-    return jnp.where(present, shifted - mean, 0.0), count, scale
+    def __init__(self, ids: jax.Array, mask: jax.Array, num: int):
+        self.ids, self.mask, self.num = ids, mask, num + 1
+        self.count = self.sum(jnp.ones(ids.shape, float_dtype()))
 
+    def sum(self, x: jax.Array) -> jax.Array:
+        """[R] per-row sum of ``x`` over the row's cluster."""
+        return jnp.zeros(self.num, x.dtype).at[self.ids].add(jnp.where(self.mask, x, 0.0))[self.ids]
 
-def _same(key: jax.Array, mask: jax.Array) -> jax.Array:
-    """[R, R] rows with equal ``key``, both real."""
-    return (key[:, None] == key[None, :]) & mask[:, None] & mask[None, :]
+    def max(self, x: jax.Array) -> jax.Array:
+        return jnp.full(self.num, -jnp.inf, x.dtype).at[self.ids].max(jnp.where(self.mask, x, -jnp.inf))[self.ids]
+
+    def mean(self, x: jax.Array) -> jax.Array:
+        return self.sum(x) / jnp.maximum(self.count, 1.0)
+
+    def deviation(self, values: jax.Array, penalty: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """(deviation of ``values - penalty`` from its cluster mean, max |values - penalty| per cluster).
+
+        The two shifts by the cluster maximum make equal totals bit-equal (module docstring); the
+        magnitude scales the tie tolerance."""
+        shifted = values - jnp.where(self.mask, self.max(values), 0.0) - penalty
+        shifted = shifted - jnp.where(self.mask, self.max(shifted), 0.0)
+        scale = self.max(jnp.where(self.mask, jnp.abs(values - penalty), 0.0))
+        return jnp.where(self.mask, shifted - self.mean(shifted), 0.0), scale
 
 
 def _safe_div(numerator, denominator):
@@ -71,23 +85,26 @@ def _safe_div(numerator, denominator):
 def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """HGPO: a weighted mean of GiGPO-return deviations over history-suffix clusters k = 1..H+1."""
     K, T = b.src.shape
+    N = b.node_mask.shape[-1]
+    rows = K * T
     mask = b.step_mask.ravel()
+    t = jnp.broadcast_to(jnp.arange(T), (K, T)).ravel()
     step_return = discounted_returns(b, cfg.gamma)
     penalty = invalid_penalty(b, cfg)
     values, pen = step_return.ravel(), penalty.ravel()
-    # members[k=1]: same anchor; order k: also the same order-(k-1) history one step earlier.
-    first = (b.src[:, :, None, None] == b.src[None, None, :, :]) & b.step_mask[:, :, None, None] & b.step_mask[None, None]
-    members = first
-    numerator = jnp.zeros(K * T, float_dtype())
-    denominator = jnp.zeros(K * T, float_dtype())
+    numerator = jnp.zeros(rows, float_dtype())
+    denominator = jnp.zeros(rows, float_dtype())
+    # Order-1 keys are the anchors; the order-k key of (i, t) is (order-(k-1) key of (i, t-1), s_{i,t}).
+    history = b.src.ravel()
     for k in range(1, cfg.hgpo_history + 2):
+        keyed = mask & (t >= k - 1)
         if k > 1:
-            earlier = jnp.zeros_like(members).at[:, 1:, :, 1:].set(members[:, :-1, :, :-1])
-            members = earlier & first
-        flat = members.reshape(K * T, K * T)
-        deviation, count, scale = _cluster_deviation(values, pen, flat, mask)
-        std = jnp.sqrt((flat.astype(values.dtype) @ deviation**2) / jnp.maximum(count, 1.0))  # population
-        kept = mask & (count > 1) & (jnp.abs(deviation) > TIE_RELATIVE_TOLERANCE * scale)
+            earlier = jnp.concatenate([jnp.full((K, 1), rows, history.dtype), history.reshape(K, T)[:, :-1]], axis=1)
+            history = dense_ids(earlier.ravel() * N + b.src.ravel(), keyed)
+        clusters = _Clusters(history, keyed, rows if k > 1 else N)
+        deviation, scale = clusters.deviation(values, pen)
+        std = jnp.sqrt(clusters.mean(deviation**2))  # population std
+        kept = keyed & (clusters.count > 1) & (jnp.abs(deviation) > TIE_RELATIVE_TOLERANCE * scale)
         item = deviation / (std + cfg.epsilon) if cfg.norm_mode == "mean_std" else deviation
         weight = float(k + 1) ** cfg.hgpo_alpha
         numerator += jnp.where(kept, weight * item, 0.0)
@@ -172,28 +189,25 @@ def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """ECPO [reconstructed]: shrunk per-action deviations at each anchor, gated by the between-action
     share of the anchor's variance."""
     K, T = b.src.shape
+    N = b.node_mask.shape[-1]
     mask = b.step_mask.ravel()
     step_return = discounted_returns(b, cfg.gamma).ravel()
     penalty = invalid_penalty(b, cfg).ravel()
     invalid_action = K * T  # every invalid step at an anchor is the one action "<invalid>" (E2)
     action = jnp.where(b.valid, b.action, invalid_action).ravel()
-    anchor = _same(b.src.ravel(), mask)
-    pair = anchor & (action[:, None] == action[None, :])
-    deviation, count, scale = _cluster_deviation(step_return, penalty, anchor, mask)
-    variance = (anchor.astype(deviation.dtype) @ deviation**2) / jnp.maximum(count - 1.0, 1.0)
-    std = jnp.sqrt(variance)
-    spread = mask & (count > 1) & (std > TIE_RELATIVE_TOLERANCE * scale)
+    anchor = _Clusters(b.src.ravel(), mask, N)
+    pair = _Clusters(dense_ids(b.src.ravel() * (invalid_action + 1) + action, mask), mask, K * T)
+    deviation, scale = anchor.deviation(step_return, penalty)
+    std = jnp.sqrt(anchor.sum(deviation**2) / jnp.maximum(anchor.count - 1.0, 1.0))
+    spread = mask & (anchor.count > 1) & (std > TIE_RELATIVE_TOLERANCE * scale)
     deviation = jnp.where(spread, deviation, 0.0)  # ties and singleton anchors: no step credit
-    pair_weights = pair.astype(deviation.dtype)
-    pair_count = jnp.sum(pair_weights, axis=-1)
-    pair_deviation = (pair_weights @ deviation) / jnp.maximum(pair_count, 1.0)  # Ḡ_u − μ_s
-    shrunk = pair_count * pair_deviation / (pair_count + cfg.ecpo_kappa)
+    pair_deviation = pair.mean(deviation)  # Ḡ_u − μ_s
+    shrunk = pair.count * pair_deviation / (pair.count + cfg.ecpo_kappa)
     action_advantage = shrunk / (std + cfg.epsilon) if cfg.norm_mode == "mean_std" else shrunk  # E4
-    anchor_weights = anchor.astype(deviation.dtype) / jnp.maximum(count, 1.0)[:, None]
-    between = anchor_weights @ pair_deviation**2  # B_s (E5)
-    within = anchor_weights @ (deviation - pair_deviation) ** 2  # W_s
+    between = anchor.mean(pair_deviation**2)  # B_s = Σ_u (n_u/n_s)(Ḡ_u − μ_s)² (E5)
+    within = anchor.mean((deviation - pair_deviation) ** 2)  # W_s
     gate = jnp.where(
-        between > 0, jnp.tanh(count / cfg.ecpo_tau) * between / (between + within + cfg.ecpo_gate_epsilon), 0.0
+        between > 0, jnp.tanh(anchor.count / cfg.ecpo_tau) * between / (between + within + cfg.ecpo_gate_epsilon), 0.0
     )
     adv_step = jnp.where(mask, gate * action_advantage, 0.0).reshape(K, T)
     adv_episode = episode_advantage(b, cfg)

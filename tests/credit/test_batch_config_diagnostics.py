@@ -110,3 +110,28 @@ def test_zero_advantage_fraction_and_empty_ratios():
     d = compute_credit([EXAMPLES["C"]["group"]], make_credit_config("grpo")).diagnostics
     assert d["zero_advantage_fraction"] == 1.0
     assert d["opposite_outcome_tied_pairs"] == 0 and d["tie_correction_rate"] is None
+
+
+def test_family_recipes_and_options():
+    assert make_credit_config("beacon", "alfworld").step_weight == 10.0
+    assert make_credit_config("beacon", "webshop").invalid_penalty == 1.0
+    assert make_credit_config("hgpo", "webshop").norm_mode == "mean"
+    assert make_credit_config("mvpo", "webshop").norm_mode == "mean_std"
+    for bad, message in (
+        ({"hgpo_history": "-1"}, "hgpo_history=-1"),
+        ({"mvpo_ema_beta": "1.0"}, "mvpo_ema_beta=1.0"),
+        ({"ecpo_tau": "0"}, "ecpo_tau=0.0"),
+        ({"mvpo_route": "some"}, "mvpo_route='some'"),
+    ):
+        with pytest.raises(CreditConfigError, match=message):
+            make_credit_config("mvpo", overrides=bad)
+
+
+def test_mvpo_ema_chains_through_compute_credit():
+    """The EMA returned by one call is the next call's input (the trainer's state)."""
+    groups = [EXAMPLES["A"]["group"]]  # success share 0.5
+    cfg = make_credit_config("mvpo")
+    first = compute_credit(groups, cfg, with_diagnostics=False)
+    second = compute_credit(groups, cfg, with_diagnostics=False, ema_prev=first.ema)
+    assert first.ema == pytest.approx(0.05) and second.ema == pytest.approx(0.9 * 0.05 + 0.05)
+    assert compute_credit(groups, make_credit_config("gigpo"), with_diagnostics=False, ema_prev=0.3).ema == pytest.approx(0.3)

@@ -129,3 +129,24 @@ def test_bad_options_are_one_line_exit_2(examples_file, args, message):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], result.stderr
     assert result.stdout == ""
+
+
+def test_family_estimator_by_name_and_beacon_needs_milestone_flags(tmp_path):
+    """A family estimator runs by name; BEACON on rollouts without milestone flags is bad input."""
+    from tests.credit.spec_vectors_family import FAMILY_GROUPS, TABLES
+
+    flagged = tmp_path / "flagged.json"
+    flagged.write_text(json.dumps(rollouts_to_json([FAMILY_GROUPS["A"]])))
+    output = tmp_path / "adv.json"
+    result = run_cli("--input", str(flagged), "--estimator", "beacon", "--recipe", "webshop", "--output", str(output))
+    assert result.returncode == 0, result.stderr
+    flat = [v for traj in json.loads(output.read_text())["advantages"][0] for v in traj]
+    assert flat == pytest.approx(TABLES["A"]["beacon_webshop"], abs=1e-4)
+
+    unflagged, output = tmp_path / "unflagged.json", tmp_path / "none.json"
+    unflagged.write_text(json.dumps(rollouts_to_json([example["group"] for example in EXAMPLES.values()])))
+    result = run_cli("--input", str(unflagged), "--estimator", "beacon", "--output", str(output))
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "estimator beacon needs the per-step field 'milestone'" in lines[0], result.stderr
+    assert "groups[0].trajectories[0].steps[0]" in lines[0] and not output.exists()

@@ -17,12 +17,14 @@ from hypothesis import strategies as st
 
 from milegpo_jax.credit import reference
 from milegpo_jax.credit.batch import build_batch
-from milegpo_jax.credit.config import ESTIMATORS, make_credit_config
+from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import estimate_advantages
 from milegpo_jax.credit.graph import candidate_distances, distances_to, max_product_potentials
 from milegpo_jax.credit.rollouts import Group
 from tests.credit.strategies import batches_of_groups, option_overrides
 
+# The four of docs/credit.md; the family of docs/credit-family.md has its own tests (test_family_properties.py).
+ESTIMATORS = ("grpo", "gigpo", "graphgpo", "milegpo")
 # Few distinct shapes: hypothesis examples reuse compiled functions instead of recompiling each time.
 BUCKETS = {"min_groups": 4, "min_trajectories": 8, "min_steps": 8, "min_nodes": 8}
 # Example counts come from the hypothesis profile (tests/conftest.py); HYPOTHESIS_PROFILE=stress searches longer.

@@ -29,8 +29,8 @@ from tests.credit.test_estimators_properties import (
 FAMILY = ("hgpo", "g2po", "beacon", "ecpo", "progpo", "mvpo")
 RECIPES = st.sampled_from(["alfworld", "webshop"])
 # Every example of the option test compiles anew (a new static config): fewer examples keep it lean.
-OPTION_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=12)
-LEAN_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=25)
+OPTION_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=8)
+LEAN_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=15)
 
 
 @pytest.mark.parametrize("estimator", FAMILY)
