@@ -141,7 +141,8 @@ def build_batch(
     traj_mask[group_of_traj, traj_in_group] = True
     last_state = np.zeros((G, K), np.int32)
     last_state[group_of_traj, traj_in_group] = dst[group_of_traj, traj_in_group, flat_lengths - 1]
-    node_mask = np.arange(N)[None, :] < np.array([len(names) for names in node_names] + [0] * (G - len(groups)))[:, None]
+    group_nodes = np.array([len(names) for names in node_names] + [0] * (G - len(groups)))
+    node_mask = np.arange(N)[None, :] < group_nodes[:, None]
     node_mask[: len(groups), SINK] = np.logical_or.reduceat(succeeded, np.cumsum([0, *map(len, lengths)])[:-1])
 
     batch = CreditBatch(src, dst, action, reward, valid, step_mask, traj_mask, last_state, node_mask, milestone)

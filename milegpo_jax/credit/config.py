@@ -109,7 +109,7 @@ class CreditConfig:
     successful_edge: str = "any"  # R11
     progress_norm: str = "all_nodes"  # R13
     invalid_penalty_target: str = "both"  # R14
-    # --- HGPO (docs/credit-family.md §HGPO) ---
+    # --- HGPO (docs/credit-family.md) ---
     hgpo_history: int = 2  # H: history keys of k = 1 .. H+1 anchors
     hgpo_alpha: float = 1.0  # cluster weight (k+1)^alpha
     hgpo_base_group: bool = False  # add the episode term as a k = 0 item

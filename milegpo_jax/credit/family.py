@@ -144,7 +144,8 @@ def _g2po_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     anchor_penalty = jnp.where(b.step_mask & ~b.valid, cfg.g2po_anchor_penalty, 0.0)
     adv_value = anchor_normalize(next_value, anchor_penalty, b, cfg)  # c1
     gain = jnp.where(b.step_mask, next_value - state_value[b.src], 0.0)
-    adv_gain = segment_normalize(gain, jnp.zeros_like(gain), jnp.zeros_like(b.src), b.step_mask, 1, cfg.norm_mode, cfg.epsilon)  # c2
+    whole_group = jnp.zeros_like(b.src)
+    adv_gain = segment_normalize(gain, jnp.zeros_like(gain), whole_group, b.step_mask, 1, cfg.norm_mode, cfg.epsilon)  # c2
     adv_episode = episode_advantage(b, cfg)
     return {
         "state_value": jnp.where(b.step_mask, state_value[b.src], 0.0),
@@ -275,10 +276,8 @@ def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
     same = (sequence[:, :, None] == sequence[:, None, :]) & earlier & real[:, :, None]
     previous = jnp.max(jnp.where(same, position[None, None, :], -1), axis=-1)  # [K, t]
     # transition u -> u+1 lies inside the loop body [previous[t], t) of some revisit t
-    covered = jnp.any(
-        (previous[:, :, None] >= 0) & (previous[:, :, None] <= position[None, None, :]) & (position[None, None, :] < position[None, :, None]),
-        axis=1,
-    )
+    loop_start, u, t = previous[:, :, None], position[None, None, :], position[None, :, None]
+    covered = jnp.any((loop_start >= 0) & (loop_start <= u) & (u < t), axis=1)
     edge = covered[:, :T] & b.step_mask
     a, c = sequence[:, :T].ravel(), sequence[:, 1:].ravel()
     a, c = jnp.where(edge.ravel(), a, 0), jnp.where(edge.ravel(), c, 0)  # inactive edges: a no-op self-loop

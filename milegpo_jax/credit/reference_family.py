@@ -330,7 +330,8 @@ def mvpo_details(group: Group, cfg: CreditConfig, kappa: float) -> dict:
     for r, row in zip(plain, graph.rows):
         by_anchor.setdefault(row.state, []).append(r)
     informative = {
-        s: len(v) > 1 and max(v) - min(v) > TIE_RELATIVE_TOLERANCE * max(abs(x) for x in v) for s, v in by_anchor.items()
+        s: len(v) > 1 and max(v) - min(v) > TIE_RELATIVE_TOLERANCE * max(abs(x) for x in v)
+        for s, v in by_anchor.items()
     }
     adv_anchor = normalize_groups(_penalised_returns(graph, cfg), anchor_keys(graph), cfg.norm_mode, cfg.epsilon)
     adv_episode = episode_advantages(graph, cfg)
