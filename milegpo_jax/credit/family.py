@@ -43,7 +43,7 @@ def dense_ids(codes: jax.Array, valid: jax.Array) -> jax.Array:
     order = jnp.argsort(codes)
     ordered = codes[order]
     first = jnp.concatenate([jnp.ones(1, bool), ordered[1:] != ordered[:-1]])
-    ids = jnp.zeros(size, codes.dtype).at[order].set(jnp.cumsum(first) - 1)
+    ids = jnp.zeros(size, codes.dtype).at[order].set((jnp.cumsum(first) - 1).astype(codes.dtype))
     return jnp.where(valid, ids, size)
 
 

@@ -28,7 +28,7 @@ def _run(workdir, iterations, preset=None):
 @pytest.mark.slow
 def test_mvpo_ema_advances_and_survives_resume(tmp_path):
     straight = _run(tmp_path / "straight", 2, preset=START)
-    assert straight.credit_ema >= 0.81 * START  # two updates with β = 0.9 from m_0 = START
+    assert straight.credit_ema >= 0.81 * START - 1e-6  # two float32 updates with β = 0.9 from m_0 = START
     for name in ("warm_start", "tokenizer"):
         shutil.copytree(tmp_path / "straight" / name, tmp_path / "resumed" / name)
     _run(tmp_path / "resumed", 1, preset=START)  # "killed" after iteration 1
