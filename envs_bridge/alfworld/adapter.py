@@ -19,7 +19,9 @@ State key: GraphGPO's augmented anchor (``state_key.py``, docs/environments.md Â
 
 ``info``: ``task_type``, ``gamefile``, ``source`` ("official"/"generated"), ``split``, ``task_id``,
 ``seed``, ``steps``, ``truncated``; after ``reset`` also ``walkthrough`` (the game file's winning action
-list, which replays to a win; None where a game has none). With ``expert=True`` every result carries
+list, which replays to a win; None where a game has none) and ``gold_actions``, the same list under
+the name every adapter gives its expert path (the SFT warm start's demonstrations; empty without a
+walkthrough). With ``expert=True`` every result carries
 ``expert_action``, the next action of ALFWorld's hand-coded expert (it needs the game's facts on every
 step, so it is off by default; None where the expert gives up). Every step's info has
 ``milestone_achieved``: BEACON's flag, true on the step that matches the next walkthrough action in
@@ -120,7 +122,7 @@ class AlfWorldAdapter(EnvAdapter):
         self._done = False
         walkthrough = self._pddl_env.walkthrough
         self._milestones = WalkthroughMilestones(walkthrough)
-        extra_info = {"walkthrough": list(walkthrough) if walkthrough else None}
+        extra_info = {"walkthrough": list(walkthrough) if walkthrough else None, "gold_actions": list(walkthrough or ())}
         return self._result(state, reward=0.0, truncated=False, extra_info=extra_info)
 
     def step(self, action: str) -> StepResult:
