@@ -53,6 +53,8 @@ SPLIT_TO_FOLD = {"train": "train", "eval_id": "dev", "eval_ood": "test"}
 STATE_KEY_MODES = ("game_state", "observation")
 DEFAULT_MAX_STEPS = 50
 
+INT32_RANGE = (-(2**31), 2**31 - 1)  # the engine parses parameters as Java ints
+
 _seed_cache: dict[tuple[str, str, str], tuple[int, ...]] = {}  # (game, params, fold) -> valid seeds
 _seed_cache_lock = threading.Lock()
 
@@ -78,9 +80,13 @@ def parse_game_params(params: str | dict[str, Any] | None) -> dict[str, int]:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise EnvError(f"game parameter {key}={value!r} must be an integer")
         try:
-            parsed[str(key)] = int(value)
+            number = int(value)
         except ValueError:
             raise EnvError(f"game parameter {key}={value!r} must be an integer") from None
+        if not INT32_RANGE[0] <= number <= INT32_RANGE[1]:
+            # Beyond 32 bits the engine's parser fails silently and every later call errors.
+            raise EnvError(f"game parameter {key}={value!r} is outside the engine's 32-bit integer range")
+        parsed[str(key)] = number
     return parsed
 
 
