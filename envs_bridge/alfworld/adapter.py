@@ -3,8 +3,8 @@
 Games: with ``games_dir`` unset, ``$ALFWORLD_DATA/json_2.1.1`` when it exists (the official 3,553 train /
 140 valid_seen / 134 valid_unseen games), else the generated-games cache ``games.default_games_dir()``
 that ``python -m envs_bridge.alfworld.generate`` fills; ``games_dir`` points at either kind explicitly.
-Splits: ``train`` -> ``train``, ``eval_id`` -> ``valid_seen``, ``eval_ood`` -> ``valid_unseen`` (ALFRED's
-held-out rooms); ``task_id`` indexes the split's solvable games sorted by path. A game is fully
+Splits: ``train`` -> ``train``, ``eval_id`` -> ``valid_seen``, ``eval_ood`` -> ``valid_unseen`` (held-out
+rooms, docs/alfworld-games.md); ``task_id`` indexes the split's solvable games sorted by path. A game is fully
 determined by (split, task_id); ``reset``'s ``seed`` only seeds the expert's tie-breaks (``expert=True``)
 and is recorded in ``info``.
 
