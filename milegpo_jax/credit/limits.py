@@ -81,6 +81,7 @@ def abstract_batch(shape: tuple[int, int, int, int]) -> CreditBatch:
         src=rows(np.int32), dst=rows(np.int32), action=rows(np.int32), reward=rows(np.float32), valid=rows(bool),
         step_mask=rows(bool), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
         last_state=jax.ShapeDtypeStruct((G, K), np.int32), node_mask=jax.ShapeDtypeStruct((G, N), bool),
+        milestone=rows(bool),
     )
 
 
@@ -92,7 +93,7 @@ def estimated_bytes(shape: tuple[int, int, int, int], cfg: CreditConfig, with_di
     from milegpo_jax.credit.estimators import estimate_advantages, milegpo_terms
 
     G, K, T, N = shape
-    host = G * K * T * (4 * 4 + 2) + G * K * 8 + G * N  # build_batch's numpy arrays
+    host = G * K * T * (4 * 4 + 3) + G * K * 8 + G * N  # build_batch's numpy arrays
     programs = [lambda batch: estimate_advantages(batch, cfg)]
     if with_diagnostics:
         terms_cfg = cfg if cfg.estimator == "milegpo" else dataclasses.replace(cfg, estimator="milegpo")
