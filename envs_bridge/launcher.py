@@ -5,12 +5,19 @@ Each server runs the contract command ``python -m envs_bridge.server --env E --h
 with it), with output in a log file (a full pipe could block it) and the repository on PYTHONPATH (so
 an interpreter without this project installed can run it). Every started process is also recorded
 for an ``atexit`` sweep, so no server outlives the Python process that started it.
+
+Log folders: a server without a given ``log_dir`` logs into a temporary folder
+``milegpo-<env>-server-<pid>-*`` (``<pid>``: the starting process), removed when the server stops. If
+the starting process is killed (no ``atexit``), the server, which exits when its parent is gone,
+removes the folder itself; folders that still survive (both killed at once) are swept by the next
+start of any server whose owner process no longer exists.
 """
 
 from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import signal
 import socket
@@ -34,6 +41,41 @@ _live_lock = threading.Lock()
 
 class ServerStartError(RuntimeError):
     pass
+
+
+def _log_dir_prefix(env: str) -> str:
+    return f"milegpo-{env}-server-{os.getpid()}-"
+
+
+_LOG_DIR_PATTERN = re.compile(r"milegpo-[a-z_]+-server-(\d+)-")
+
+
+def sweep_orphaned_log_dirs(temp_dir: str | None = None) -> list[str]:
+    """Removes temporary server log folders whose starting process is gone; returns what it removed."""
+    temp_dir = temp_dir or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(temp_dir)
+    except OSError:
+        return removed
+    for name in names:
+        match = _LOG_DIR_PATTERN.match(name)
+        if match is None or _process_exists(int(match.group(1))):
+            continue
+        path = os.path.join(temp_dir, name)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 def free_port() -> int:
@@ -60,7 +102,9 @@ class ServerProcess:
         self.extra_env = dict(extra_env or {})
         self.extra_args = list(extra_args)
         self._owns_log_dir = log_dir is None  # a temporary directory is removed by stop()
-        self.log_dir = log_dir or tempfile.mkdtemp(prefix=f"milegpo-{env}-server-")
+        if log_dir is None:
+            sweep_orphaned_log_dirs()
+        self.log_dir = log_dir or tempfile.mkdtemp(prefix=_log_dir_prefix(env))
         self.url = ""
         self.log_path = ""
         self._process: subprocess.Popen | None = None
@@ -144,6 +188,8 @@ class ServerProcess:
         environment = dict(os.environ)
         environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), environment.get("PYTHONPATH")]))
         environment[env_vars.PARENT_PID] = str(os.getpid())
+        if self._owns_log_dir:
+            environment[env_vars.LOG_DIR] = self.log_dir
         environment.update(self.extra_env)
         os.makedirs(self.log_dir, exist_ok=True)
         with open(self.log_path, "ab") as log:

@@ -5,7 +5,12 @@
 Serves until SIGTERM or SIGINT (uvicorn's graceful shutdown, then every env is closed). ``EnvPool``
 starts this same command itself. Set ``MILEGPO_ENV_SERVER_PARENT_PID`` to make the server exit when
 that process is gone (the pool does, so a killed trainer leaves no servers behind), and
-``MILEGPO_ENV_SERVER_DEBUG=1`` to enable the fault-injection endpoint ``POST /debug/stall``.
+``MILEGPO_ENV_SERVER_DEBUG=1`` to enable the fault-injection endpoint ``POST /debug/stall``. With
+``MILEGPO_ENV_SERVER_LOG_DIR`` set (the pool's temporary log folder), a server that exits because its
+parent is gone removes that folder, which nobody else is left to remove.
+
+Request bodies are JSON whatever their Content-Type says (``curl -d`` sends a form type). There is no
+``/docs`` or ``/openapi.json``: PROTOCOL.md is the reference, and the server answers only the protocol.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import argparse
 import json
 import logging
 import os
+import shutil
 import signal
 import sys
 import threading
@@ -69,6 +75,9 @@ class _BodySizeLimit:
                 break
         body = b"".join(chunks)
         replayed = False
+        # The protocol is JSON only: a body sent with another (or no) Content-Type is read as JSON.
+        scope = dict(scope, headers=[(k, v) for k, v in scope["headers"] if k != b"content-type"]
+                     + [(b"content-type", b"application/json")])
 
         async def replay() -> dict:
             nonlocal replayed
@@ -130,7 +139,10 @@ def build_app(host: EnvHost, *, max_request_bytes: int = protocol.DEFAULT_MAX_RE
         stop.set()
         host.shutdown()
 
-    app = FastAPI(title=f"MileGPO env server ({host.env_name})", version=str(protocol.PROTOCOL_VERSION), lifespan=lifespan)
+    app = FastAPI(
+        title=f"MileGPO env server ({host.env_name})", version=str(protocol.PROTOCOL_VERSION), lifespan=lifespan,
+        docs_url=None, redoc_url=None, openapi_url=None,  # PROTOCOL.md documents the protocol
+    )
     app.add_middleware(_BodySizeLimit, max_bytes=max_request_bytes)
 
     @app.exception_handler(HostError)
@@ -228,6 +240,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-request-bytes", type=int, default=protocol.DEFAULT_MAX_REQUEST_BYTES)
     parser.add_argument("--log-level", default="warning", choices=["debug", "info", "warning", "error"])
     args = parser.parse_args(argv)
+    for flag, value, low, high in (
+        ("--port", args.port, 1, 65535), ("--num-envs", args.num_envs, 1, None), ("--threads", args.threads, 1, 1024),
+        ("--max-request-bytes", args.max_request_bytes, 1, None),
+    ):
+        if value < low or (high is not None and value > high):
+            bound = f"{low}..{high}" if high is not None else f">= {low}"
+            print(f"envs_bridge.server: {flag} must be {bound}, got {value}", file=sys.stderr)
+            return 2
 
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if args.host not in LOOPBACK_HOSTS:
@@ -260,7 +280,20 @@ def main(argv: list[str] | None = None) -> int:
     if parent:
         _watch_parent(server, int(parent))
     server.run()
+    log_dir = os.environ.get(env_vars.LOG_DIR)
+    if parent and log_dir and not _alive(int(parent)):
+        shutil.rmtree(log_dir, ignore_errors=True)  # our own log goes too: the parent that owned it is gone
     return 0 if server.started else 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    return True
 
 
 if __name__ == "__main__":

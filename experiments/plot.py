@@ -6,8 +6,12 @@
 Reads each run's ``metrics.jsonl`` (``milegpo_jax.train.logging``). A metric is a full name
 (``eval_id/success_rate``) or a last component (``success_rate``), which selects every metric ending
 in it (train and each eval split). Default: success rates, episode length, KL and entropy, where
-logged. Sparse metrics (evaluations every few iterations) are drawn with markers. ``--smooth N`` is a
-trailing moving average over N points of dense metrics.
+logged, under the names the trainer logs them (``rollout/episode_length``, ``actor/kl``,
+``actor/entropy``). Sparse metrics (evaluations every few iterations) are drawn with markers.
+``--smooth N`` is a trailing moving average over N points of dense metrics. NaN and infinite values
+are left out of the curves and counted (stderr and ``skipped_non_finite`` in the JSON line). A line that
+is not a JSON object with an integer ``iteration`` is an error naming the file and line (a torn last
+line, from a run killed mid-write, is skipped); every error is one line and exit status 2.
 """
 
 from __future__ import annotations
@@ -26,31 +30,69 @@ matplotlib.use("Agg")  # files only; no display needed
 
 import matplotlib.pyplot as plt
 
-from milegpo_jax.train.logging import read_metrics
+from milegpo_jax.train.logging import METRICS_FILE
 
-DEFAULT_METRICS = ("success_rate", "train/episode_length", "ppo/kl", "ppo/entropy")
+# The trainer's names (milegpo_jax/train): rollout/*, actor/*, eval/<split>/*.
+DEFAULT_METRICS = ("success_rate", "rollout/episode_length", "actor/kl", "actor/entropy")
 _BOOKKEEPING = ("iteration", "wall_time")
 
 
-def load_runs(directories: Sequence[str | Path]) -> dict[str, dict[str, list[tuple[int, float]]]]:
-    """``{run: {metric: [(iteration, value), ...]}}`` (non-numeric and null values left out)."""
+def read_records(path: Path) -> list[tuple[int, dict]]:
+    """(line number, record) of a metrics file; ValueError naming ``file:line`` for a bad line."""
+    try:
+        lines = path.read_bytes().split(b"\n")
+    except OSError as error:
+        raise ValueError(f"{path}: cannot read ({error.strerror or error})") from None
+    while lines and not lines[-1].strip():
+        lines.pop()
+    records = []
+    for number, raw in enumerate(lines, 1):
+        if not raw.strip():
+            continue
+        try:
+            record = json.loads(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ValueError(f"{path}:{number}: not UTF-8 text") from None
+        except (ValueError, RecursionError):  # incl. integers past Python's 4,300-digit limit
+            if number == len(lines):  # cut off mid-write by a kill
+                continue
+            raise ValueError(f"{path}:{number}: not JSON: {raw[:80].decode(errors='replace')!r}") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: expected a JSON object, got a JSON {type(record).__name__}")
+        iteration = record.get("iteration")
+        if isinstance(iteration, bool) or not isinstance(iteration, int):
+            raise ValueError(f"{path}:{number}: 'iteration' must be an integer, got {iteration!r}")
+        records.append((number, record))
+    return records
+
+
+def load_runs(
+    directories: Sequence[str | Path], skipped: dict[str, int] | None = None
+) -> dict[str, dict[str, list[tuple[int, float]]]]:
+    """``{run: {metric: [(iteration, value), ...]}}`` (non-numeric and null values left out; NaN and
+    infinite values left out and counted in ``skipped`` as ``{"run: metric": count}``)."""
     runs = {}
     for directory in directories:
         path = Path(directory)
-        if not (path / "metrics.jsonl").is_file():
-            raise FileNotFoundError(f"{path}/metrics.jsonl does not exist (not a training work directory?)")
+        if not (path / METRICS_FILE).is_file():
+            raise FileNotFoundError(f"{path}/{METRICS_FILE} does not exist (not a training work directory?)")
         series: dict[str, list[tuple[int, float]]] = {}
-        for record in read_metrics(path):
-            iteration = record.get("iteration")
-            for name, value in record.items():
-                if name in _BOOKKEEPING or isinstance(value, bool) or not isinstance(value, (int, float)):
-                    continue
-                series.setdefault(name, []).append((int(iteration), float(value)))
-        for points in series.values():
-            points.sort(key=lambda point: point[0])
         label = path.resolve().name
         while label in runs:  # two runs with the same directory name
             label += "'"
+        for _, record in read_records(path / METRICS_FILE):
+            iteration = record["iteration"]
+            for name, value in record.items():
+                if name in _BOOKKEEPING or isinstance(value, bool) or not isinstance(value, (int, float)):
+                    continue
+                value = float(value) if not isinstance(value, int) or abs(value) < 2**1023 else math.inf
+                if not math.isfinite(value):
+                    if skipped is not None:
+                        skipped[f"{label}: {name}"] = skipped.get(f"{label}: {name}", 0) + 1
+                    continue
+                series.setdefault(name, []).append((iteration, value))
+        for points in series.values():
+            points.sort(key=lambda point: point[0])
         runs[label] = series
     return runs
 
@@ -97,9 +139,12 @@ def plot_runs(
     *,
     smooth: int = 1,
     labels: Sequence[str] | None = None,
+    skipped: dict[str, int] | None = None,
 ) -> list[str]:
-    """Writes the figure to ``out``; returns the metrics drawn."""
-    runs = load_runs(directories)
+    """Writes the figure to ``out``; returns the metrics drawn (non-finite values counted in ``skipped``)."""
+    if smooth < 1:
+        raise ValueError(f"--smooth must be >= 1, got {smooth}")
+    runs = load_runs(directories, skipped)
     if labels is not None:
         if len(labels) != len(runs):
             raise ValueError(f"{len(labels)} labels for {len(runs)} runs")
@@ -134,9 +179,13 @@ def plot_runs(
         figure.legend(handles, names, loc="upper center", ncol=min(len(names), 4), frameon=False)
     figure.tight_layout(rect=(0, 0, 1, 0.93 if handles else 1))
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(out, dpi=120)
-    plt.close(figure)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(out, dpi=120)
+    except OSError as error:
+        raise ValueError(f"--out {out}: cannot write ({error.strerror or error})") from None
+    finally:
+        plt.close(figure)
     return chosen
 
 
@@ -148,12 +197,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--smooth", type=int, default=1, help="moving-average window for dense metrics")
     parser.add_argument("--labels", type=lambda s: [m.strip() for m in s.split(",")], help="one per run")
     args = parser.parse_args(argv)
+    skipped: dict[str, int] = {}
     try:
-        drawn = plot_runs(args.workdirs, args.out, args.metrics, smooth=args.smooth, labels=args.labels)
+        drawn = plot_runs(args.workdirs, args.out, args.metrics, smooth=args.smooth, labels=args.labels, skipped=skipped)
     except (FileNotFoundError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    print(json.dumps({"plot": str(args.out), "runs": len(args.workdirs), "metrics": drawn}))
+    if skipped:
+        listed = ", ".join(f"{name} ({count})" for name, count in sorted(skipped.items()))
+        print(f"warning: non-finite values left out of the curves: {listed}", file=sys.stderr)
+    print(json.dumps({"plot": str(args.out), "runs": len(args.workdirs), "metrics": drawn, "skipped_non_finite": skipped}))
     return 0
 
 

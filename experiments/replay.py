@@ -6,12 +6,13 @@
 For each group it prints one row per step (trajectory, step, transition, validity, reward, outcome)
 with the advantage of GRPO, GiGPO, GraphGPO, the family of docs/credit-family.md (BEACON only when
 the rollouts carry milestone flags) and MileGPO (md / rcs / full stages), then MileGPO's
-milestones and traps and the batch's credit diagnostics. The last line is a JSON summary.
+milestones and traps and the batch's credit diagnostics. The last line is a JSON summary. Bad input
+(and the limits of ``python -m milegpo_jax.credit``: file size, encoding, nesting, reward range, memory)
+is one line naming the place and exit status 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
@@ -21,7 +22,10 @@ import numpy as np
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config, parse_overrides
 from milegpo_jax.credit.estimators import milegpo_terms
-from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs, load_rollouts
+from milegpo_jax.credit.cli import OneLineParser, UsageError, add_limit_options, check_limit_options
+from milegpo_jax.credit.input_file import read_rollout_file
+from milegpo_jax.credit.limits import CreditLimitError, check_memory, check_reward_range
+from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs
 
 DEFAULT_INPUT = Path(__file__).parent / "data" / "example_rollouts.json"
 COLUMNS = (
@@ -46,19 +50,24 @@ def _shorten(text: str, width: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m experiments.replay", description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", default=str(DEFAULT_INPUT), help="rollout JSON (default: the bundled example)")
     parser.add_argument("--recipe", default="alfworld", choices=["alfworld", "webshop"])
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="MileGPO option override")
-    args = parser.parse_args(argv)
+    add_limit_options(parser)
     try:
-        groups = load_rollouts(args.input)
+        args = parser.parse_args(argv)
+        check_limit_options(args)
         overrides = parse_overrides(args.set)
         configs = [
             make_credit_config(estimator, args.recipe, stage, overrides if estimator == "milegpo" else None)
             for _, estimator, stage in COLUMNS
         ]
-    except (RolloutFormatError, CreditConfigError) as error:
+        groups = read_rollout_file(args.input, args.max_input_bytes)
+        check_reward_range(groups, configs[-1].precision)
+        for cfg in configs:  # each estimator has its own footprint
+            check_memory(groups, cfg, int(args.max_memory_gb * 1024**3), with_diagnostics=cfg is configs[-1])
+    except (UsageError, RolloutFormatError, CreditConfigError, CreditLimitError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 

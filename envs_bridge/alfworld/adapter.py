@@ -3,8 +3,8 @@
 Games: with ``games_dir`` unset, ``$ALFWORLD_DATA/json_2.1.1`` when it exists (the official 3,553 train /
 140 valid_seen / 134 valid_unseen games), else the generated-games cache ``games.default_games_dir()``
 that ``python -m envs_bridge.alfworld.generate`` fills; ``games_dir`` points at either kind explicitly.
-Splits: ``train`` -> ``train``, ``eval_id`` -> ``valid_seen``, ``eval_ood`` -> ``valid_unseen`` (ALFRED's
-held-out rooms); ``task_id`` indexes the split's solvable games sorted by path. A game is fully
+Splits: ``train`` -> ``train``, ``eval_id`` -> ``valid_seen``, ``eval_ood`` -> ``valid_unseen`` (held-out
+rooms, docs/alfworld-games.md); ``task_id`` indexes the split's solvable games sorted by path. A game is fully
 determined by (split, task_id); ``reset``'s ``seed`` only seeds the expert's tie-breaks (``expert=True``)
 and is recorded in ``info``.
 
@@ -19,7 +19,9 @@ State key: GraphGPO's augmented anchor (``state_key.py``, docs/environments.md Â
 
 ``info``: ``task_type``, ``gamefile``, ``source`` ("official"/"generated"), ``split``, ``task_id``,
 ``seed``, ``steps``, ``truncated``; after ``reset`` also ``walkthrough`` (the game file's winning action
-list, which replays to a win; None where a game has none). With ``expert=True`` every result carries
+list, which replays to a win; None where a game has none) and ``gold_actions``, the same list under
+the name every adapter gives its expert path (the SFT warm start's demonstrations; empty without a
+walkthrough). With ``expert=True`` every result carries
 ``expert_action``, the next action of ALFWorld's hand-coded expert (it needs the game's facts on every
 step, so it is off by default; None where the expert gives up). Every step's info has
 ``milestone_achieved``: BEACON's flag, true on the step that matches the next walkthrough action in
@@ -120,7 +122,7 @@ class AlfWorldAdapter(EnvAdapter):
         self._done = False
         walkthrough = self._pddl_env.walkthrough
         self._milestones = WalkthroughMilestones(walkthrough)
-        extra_info = {"walkthrough": list(walkthrough) if walkthrough else None}
+        extra_info = {"walkthrough": list(walkthrough) if walkthrough else None, "gold_actions": list(walkthrough or ())}
         return self._result(state, reward=0.0, truncated=False, extra_info=extra_info)
 
     def step(self, action: str) -> StepResult:

@@ -8,7 +8,8 @@ Both sources share ALFWorld's folder layout, one trial folder per game holding `
   by default under ``default_games_dir()``.
 
 Splits map as verl-agent maps them: ``train`` -> ``train``, ``eval_id`` -> ``valid_seen`` (new tasks in
-training rooms), ``eval_ood`` -> ``valid_unseen`` (ALFRED's held-out rooms). A split's games are the
+training rooms), ``eval_ood`` -> ``valid_unseen`` (held-out rooms: ALFWorld's 10, 219, 308 and 424 by
+default; docs/alfworld-games.md). A split's games are the
 solvable ones of the six task types, skipping movable-receptacle and sliced trials, exactly the filter of
 ALFWorld's ``AlfredTWEnv.collect_game_files``, sorted by path so a task id names the same game in
 every process.

@@ -1,16 +1,24 @@
-"""Builds playable ALFWorld games offline from what the alfworld wheel ships (docs/environments.md §4.4).
+"""Builds playable ALFWorld games offline from what the alfworld wheel ships (docs/alfworld-games.md).
 
     python -m envs_bridge.alfworld.generate --out DIR --train 240 --eval-id 60 --eval-ood 60 --seed 0
 
 Writes ALFWorld's own layout, ``DIR/{train,valid_seen,valid_unseen}/<task>-<obj>-None-<recep>-<scene>/
 trial_*/{game.tw-pddl,traj_data.json}``, plus ``DIR/manifest.json`` (arguments and statistics), so the
 unmodified ``AlfredTWEnv`` and ``envs_bridge.alfworld.adapter`` both load it. Game i of a split has task
-type i mod 6 (ALFWorld's order), so every type is present once a split has six games. ``train`` and
-``valid_seen`` games are placed in ALFRED's 96 training rooms, ``valid_unseen`` games only in its 24
-held-out rooms. Each game must be won by ALFWorld's hand-coded expert within ``--max-steps`` actions, or
-else by a Fast Downward plan of at most that length; a candidate that is neither is dropped and the
-next candidate of that slot is drawn. Everything is a function of ``--seed``: the same command writes
-the same games. Needs the alfworld interpreter (``bash envs_bridge/alfworld/bootstrap.sh``).
+type i mod 6 (ALFWorld's order), so every type is present once a split has six games. Rooms follow
+``--room-split`` (``layouts.ROOM_SPLITS``): by default ALFWorld's released split, ``valid_unseen`` only in
+rooms 10, 219, 308 and 424 and those rooms never in ``train`` or ``valid_seen``; ``alfred`` uses ALFRED's
+24 generation-time test rooms for ``valid_unseen`` instead.
+
+A candidate's walkthrough is ALFWorld's hand-coded expert's winning run (its tie-breaks seeded per
+game) within ``--max-steps`` actions, or else a Fast Downward plan of at most that length. The game is
+kept only when that walkthrough, replayed in ALFWorld's unmodified ``AlfredTWEnv``, wins; otherwise the
+next candidate of that slot is drawn. ``traj_data.json["generator"]["verified"]`` records the check.
+The manifest reports, per task type, how often the live expert wins the kept games over
+``--tie-break-seeds`` other tie-break seeds on the first ``TIE_BREAK_GAMES_PER_TYPE`` kept games
+(it can loop on pick-two games): the guarantee is the stored
+walkthrough, not the live expert. Everything is a function of ``--seed``: the same command writes the
+same games. Needs the alfworld interpreter (``bash envs_bridge/alfworld/bootstrap.sh``).
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import shutil
 import sys
 import tempfile
 import time
+from importlib.metadata import version
 
 from alfworld.agents.utils.misc import add_task_to_grammar
 from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
@@ -32,9 +41,14 @@ from tqdm import tqdm
 from envs_bridge.alfworld import games, layouts, problem, solver
 from envs_bridge.base import check_split
 
-SPLIT_SCENES = {"train": layouts.TRAIN_SCENES, "eval_id": layouts.TRAIN_SCENES, "eval_ood": layouts.HELD_OUT_SCENES}
+ALFWORLD_VERSION = version("alfworld")
+
 MAX_ATTEMPTS = 40  # candidates drawn for one game slot before giving up on the whole run
 DEFAULT_MAX_STEPS = 50  # the adapter's episode cap: a kept game is winnable within it
+# The manifest's live-expert win rates: this many other tie-break seeds on each of the first
+# TIE_BREAK_GAMES_PER_TYPE kept games of a task type (an expert run takes ~10 s; a looping one longer).
+DEFAULT_TIE_BREAK_SEEDS = 3
+TIE_BREAK_GAMES_PER_TYPE = 4
 
 
 class GenerationError(RuntimeError):
@@ -82,15 +96,20 @@ def _write_game(folder: str, game: problem.Game, traj_data: dict, grammar: str, 
 
 
 class Generator:
-    def __init__(self, out_dir: str, seed: int, max_steps: int, use_planner: bool, planner_timeout_s: float):
+    def __init__(
+        self, out_dir: str, seed: int, max_steps: int, use_planner: bool, planner_timeout_s: float,
+        room_split: str = layouts.DEFAULT_ROOM_SPLIT, tie_break_seeds: int = DEFAULT_TIE_BREAK_SEEDS,
+    ):
         self.out_dir = out_dir
+        self.room_split = room_split
+        self.tie_break_seeds = tie_break_seeds
         self.seed = seed
         self.max_steps = max_steps
         self.use_planner = use_planner
         self.planner_timeout_s = planner_timeout_s
         self.expert = solver.ExpertSolver()
         self.stats: dict[str, collections.Counter] = {task_type: collections.Counter() for task_type in games.TASK_TYPES}
-        self._scenes = {split: scenes_by_task_type(scenes) for split, scenes in SPLIT_SCENES.items()}
+        self._scenes = {split: scenes_by_task_type(scenes) for split, scenes in layouts.ROOM_SPLITS[room_split].items()}
 
     def make_game(self, split: str, index: int) -> str:
         """Writes game ``index`` of ``split``; returns its game file."""
@@ -121,10 +140,35 @@ class Generator:
                 counter["unsolved"] += 1
                 shutil.rmtree(folder)
                 continue
+            _write_game(folder, game, traj_data, grammar, walkthrough)
+            won_at = solver.replay_in_alfredtwenv(gamefile, walkthrough, self.max_steps)
+            if won_at is None:
+                counter["walkthrough_lost_in_alfredtwenv"] += 1
+                shutil.rmtree(folder)
+                continue
             counter[f"solved_{how}"] += 1
-            traj_data["generator"] = {"seed": self.seed, "split": split, "index": index, "attempt": attempt, "solver": how}
-            return _write_game(folder, game, traj_data, grammar, walkthrough)
+            counter["kept"] += 1
+            for k in range(self.tie_break_seeds if counter["kept"] <= TIE_BREAK_GAMES_PER_TYPE else 0):
+                counter["expert_tie_break_runs"] += 1
+                counter["expert_tie_break_wins"] += self.expert.solve(gamefile, self.max_steps, seed=f"{slot_seed}/tie-break/{k}") is not None
+            traj_data["generator"] = {
+                "seed": self.seed, "split": split, "index": index, "attempt": attempt, "solver": how,
+                "room_split": self.room_split,
+                "verified": {"check": solver.UNMODIFIED_CHECK, "won_at_step": won_at, "max_steps": self.max_steps,
+                             "alfworld_version": ALFWORLD_VERSION},
+            }
+            with open(os.path.join(folder, "traj_data.json"), "w") as handle:
+                json.dump(traj_data, handle, indent=2)
+            return gamefile
         raise GenerationError(f"{split} game {index} ({task_type}): no solvable candidate in {MAX_ATTEMPTS} attempts")
+
+
+def _type_stats(counter: collections.Counter) -> dict:
+    stats = dict(sorted(counter.items()))
+    runs = counter["expert_tie_break_runs"]
+    # How often ALFWorld's live hand-coded expert wins a kept game under other tie-break seeds.
+    stats["expert_win_rate_over_tie_breaks"] = round(counter["expert_tie_break_wins"] / runs, 4) if runs else None
+    return stats
 
 
 def generate(
@@ -136,12 +180,18 @@ def generate(
     planner_timeout_s: float = solver.PLANNER_TIMEOUT_S,
     force: bool = False,
     progress: bool = True,
+    room_split: str = layouts.DEFAULT_ROOM_SPLIT,
+    tie_break_seeds: int = DEFAULT_TIE_BREAK_SEEDS,
 ) -> dict:
     """Generates the games into ``out_dir`` (built in a staging folder, moved in place when complete)."""
     for split, count in counts.items():
         check_split(split)
         if count < 0:
             raise ValueError(f"--{split.replace('_', '-')} must be >= 0, got {count}")
+    if room_split not in layouts.ROOM_SPLITS:
+        raise ValueError(f"--room-split must be one of {', '.join(layouts.ROOM_SPLITS)}, got {room_split!r}")
+    if tie_break_seeds < 0:
+        raise ValueError(f"--tie-break-seeds must be >= 0, got {tie_break_seeds}")
     if sum(counts.values()) == 0:
         raise ValueError("nothing to generate: give --train, --eval-id and/or --eval-ood a positive count")
     out_dir = os.path.abspath(out_dir)
@@ -152,7 +202,7 @@ def generate(
     staging = tempfile.mkdtemp(prefix=".alfworld-games-", dir=parent)
     started = time.perf_counter()
     try:
-        generator = Generator(staging, seed, max_steps, use_planner, planner_timeout_s)
+        generator = Generator(staging, seed, max_steps, use_planner, planner_timeout_s, room_split, tie_break_seeds)
         total = sum(counts.values())
         made = {split: 0 for split in counts}
         with tqdm(total=total, desc="alfworld games", unit="game", disable=not progress, file=sys.stderr) as bar:
@@ -168,10 +218,14 @@ def generate(
             "generator": "envs_bridge.alfworld.generate",
             "seed": seed,
             "max_steps": max_steps,
+            "room_split": room_split,
+            "rooms": {games.SPLIT_DIRS[split]: list(scenes) for split, scenes in layouts.ROOM_SPLITS[room_split].items()},
+            "kept_if": solver.UNMODIFIED_CHECK + " wins within max_steps",
+            "tie_break_seeds": tie_break_seeds,
             "games": {games.SPLIT_DIRS[split]: made[split] for split in counts},
             "seconds": round(elapsed, 1),
             "games_per_minute": round(60.0 * total / elapsed, 2),
-            "per_task_type": {task_type: dict(counter) for task_type, counter in generator.stats.items()},
+            "per_task_type": {task_type: _type_stats(counter) for task_type, counter in generator.stats.items()},
         }
         with open(os.path.join(staging, "manifest.json"), "w") as handle:
             json.dump(manifest, handle, indent=2)
@@ -191,11 +245,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=games.default_games_dir(), help="output folder (default: %(default)s)")
     parser.add_argument("--train", type=int, default=0, help="training games (training rooms)")
     parser.add_argument("--eval-id", type=int, default=0, help="in-distribution eval games (valid_seen: training rooms)")
-    parser.add_argument("--eval-ood", type=int, default=0, help="out-of-distribution eval games (valid_unseen: held-out)")
+    parser.add_argument("--eval-ood", type=int, default=0, help="out-of-distribution eval games (valid_unseen: held-out rooms)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--max-steps", type=int, default=DEFAULT_MAX_STEPS, help="a kept game is won within this many actions"
     )
+    parser.add_argument("--room-split", choices=sorted(layouts.ROOM_SPLITS), default=layouts.DEFAULT_ROOM_SPLIT,
+                        help="alfworld: valid_unseen in ALFWorld's rooms 10/219/308/424 (default); "
+                             "alfred: in ALFRED's 24 test rooms")
+    parser.add_argument("--tie-break-seeds", type=int, default=DEFAULT_TIE_BREAK_SEEDS,
+                        help="live-expert reruns per sampled kept game, for the manifest's win rates (default: %(default)s)")
     parser.add_argument("--no-planner", action="store_true", help="keep only games the hand-coded expert wins")
     parser.add_argument("--planner-timeout", type=float, default=solver.PLANNER_TIMEOUT_S, help="seconds per plan")
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
@@ -210,6 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest = generate(
             args.out, counts, args.seed, max_steps=args.max_steps, use_planner=not args.no_planner,
             planner_timeout_s=args.planner_timeout, force=args.force, progress=not args.quiet,
+            room_split=args.room_split, tie_break_seeds=args.tie_break_seeds,
         )
     except (ValueError, FileExistsError, GenerationError) as error:
         print(f"envs_bridge.alfworld.generate: {error}", file=sys.stderr)

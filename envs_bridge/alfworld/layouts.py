@@ -3,8 +3,17 @@
 Per floor plan N the wheel carries ``FloorPlanN-objects.json`` (object and receptacle classes present),
 ``FloorPlanN-openable.json`` (receptacle ids such as ``Cabinet|-01.42|+00.39|+03.46`` with the agent pose
 ``[x, z, rotation, horizon]`` in front of each) and ``FloorPlanN-layout.npy`` (reachable floor points,
-0.25 m grid). ``TRAIN_SCENE_NUMBERS`` / ``TEST_SCENE_NUMBERS`` in ``alfworld.gen.constants`` are ALFRED's
-96 training and 24 held-out rooms; held-out rooms are what ``valid_unseen`` (out of distribution) uses.
+0.25 m grid).
+
+Room splits (``ROOM_SPLITS``; sources in docs/alfworld-games.md):
+
+* ``alfworld`` (default): ALFWorld's released split. Its ``valid_unseen`` games, the out-of-distribution
+  set papers report, all sit in rooms 10, 219, 308 and 424 (one of each room type), which ALFRED's
+  ``TRAIN_SCENE_NUMBERS`` counts as training rooms. Here ``eval_ood`` uses exactly those four and
+  ``train`` / ``eval_id`` use ALFRED's other 92 training rooms, so no OOD room is ever trained on.
+* ``alfred``: ALFRED's generation-time split, ``alfworld.gen.constants``: ``train`` / ``eval_id`` in the
+  96 ``TRAIN_SCENE_NUMBERS``, ``eval_ood`` in the 24 ``TEST_SCENE_NUMBERS`` (1-6, 201-206, 301-306,
+  401-406), rooms no released ALFWorld game uses.
 """
 
 from __future__ import annotations
@@ -20,8 +29,18 @@ from alfworld.gen import constants
 LAYOUT_DIR = os.path.join(os.path.dirname(constants.__file__), "layouts")
 ROOM_TYPES = ("Kitchen", "LivingRoom", "Bedroom", "Bathroom")
 
-TRAIN_SCENES: tuple[int, ...] = tuple(sorted(constants.TRAIN_SCENE_NUMBERS))
-HELD_OUT_SCENES: tuple[int, ...] = tuple(sorted(constants.TEST_SCENE_NUMBERS))
+ALFRED_TRAIN_SCENES: tuple[int, ...] = tuple(sorted(constants.TRAIN_SCENE_NUMBERS))
+ALFRED_TEST_SCENES: tuple[int, ...] = tuple(sorted(constants.TEST_SCENE_NUMBERS))
+ALFWORLD_VALID_UNSEEN_SCENES: tuple[int, ...] = (10, 219, 308, 424)  # json_2.1.1/valid_unseen's rooms
+ROOM_SPLITS: dict[str, dict[str, tuple[int, ...]]] = {
+    "alfworld": {
+        "train": tuple(s for s in ALFRED_TRAIN_SCENES if s not in ALFWORLD_VALID_UNSEEN_SCENES),
+        "eval_id": tuple(s for s in ALFRED_TRAIN_SCENES if s not in ALFWORLD_VALID_UNSEEN_SCENES),
+        "eval_ood": ALFWORLD_VALID_UNSEEN_SCENES,
+    },
+    "alfred": {"train": ALFRED_TRAIN_SCENES, "eval_id": ALFRED_TRAIN_SCENES, "eval_ood": ALFRED_TEST_SCENES},
+}
+DEFAULT_ROOM_SPLIT = "alfworld"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -4,7 +4,8 @@
 game's ``traj_data.json``) and returns the winning action list. ``plan`` asks the Fast Downward planner
 (``AlfredExpert('planner')``) for a plan in a child process, bounded in time and memory: planning a
 pick-two task in a room full of objects can run for minutes and take gigabytes. A plan is kept only if
-replaying it wins the game.
+replaying it wins the game. ``replay_in_alfredtwenv`` is the check every kept game passes: its stored
+walkthrough, played in ALFWorld's own ``AlfredTWEnv`` exactly as an ALFWorld user evaluates, wins.
 
     python -m envs_bridge.alfworld.solver plan GAMEFILE     # prints {"plan": [...] or null}
 """
@@ -12,7 +13,10 @@ replaying it wins the game.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import os
 import random
 import resource
 import subprocess
@@ -68,6 +72,57 @@ class ExpertSolver:
                 return False
             game_state, _, _ = self._replay_env.step(action)
         return bool(game_state["won"])
+
+
+UNMODIFIED_CHECK = (
+    "walkthrough replayed in unmodified alfworld.agents.environment.AlfredTWEnv "
+    "(eval_out_of_distribution over the game's folder, init_env(batch_size=1), ALFWorld's own wrappers)"
+)
+
+
+def alfworld_eval_config(data_path: str, max_steps: int) -> dict:
+    """The smallest config ``AlfredTWEnv`` accepts, all six task types, ``data_path`` for every split."""
+    from alfworld.info import ALFRED_PDDL_PATH, ALFRED_TWL2_PATH
+
+    return {
+        "general": {"training_method": "dagger"},
+        "env": {"goal_desc_human_anns_prob": 0.0, "task_types": [1, 2, 3, 4, 5, 6], "domain_randomization": False,
+                "expert_type": "handcoded"},
+        "dataset": {"data_path": data_path, "eval_id_data_path": data_path, "eval_ood_data_path": data_path,
+                    "num_train_games": -1, "num_eval_games": -1},
+        "logic": {"domain": ALFRED_PDDL_PATH, "grammar": ALFRED_TWL2_PATH},
+        "dagger": {"training": {"max_nb_steps_per_episode": max_steps}},
+    }
+
+
+def replay_in_alfredtwenv(gamefile: str, actions: list[str], max_steps: int) -> int | None:
+    """The step at which ``actions`` win ``gamefile`` in ALFWorld's unmodified ``AlfredTWEnv``, or None.
+
+    The env is built over the game's own folder (``AlfredTWEnv`` collects it like any game of a
+    split: solvable flag, task type, no movable/sliced trial), so a game it would not load fails too.
+    """
+    from alfworld.agents.environment.alfred_tw_env import AlfredTWEnv
+
+    quiet = io.StringIO()
+    with contextlib.redirect_stdout(quiet), contextlib.redirect_stderr(quiet):  # its prints and tqdm bar
+        alfred = AlfredTWEnv(alfworld_eval_config(os.path.dirname(os.path.abspath(gamefile)), max_steps),
+                             train_eval="eval_out_of_distribution")
+        if alfred.num_games != 1:
+            return None
+        env = alfred.init_env(batch_size=1)
+    try:
+        _, infos = env.reset()
+        for step, action in enumerate(actions[:max_steps], start=1):
+            if action not in infos["admissible_commands"][0]:
+                return None
+            _, _, dones, infos = env.step([action])
+            if infos["won"][0]:
+                return step
+            if dones[0]:
+                return None
+        return None
+    finally:
+        env.close()
 
 
 def plan(gamefile: str, timeout_s: float = PLANNER_TIMEOUT_S, memory_bytes: int = PLANNER_MEMORY_BYTES) -> list[str] | None:

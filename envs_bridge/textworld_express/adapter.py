@@ -28,7 +28,9 @@ their group is 43 / 84 / 25 / 23 % (twc / coin / cookingworld / mapreader) with 
 
 ``info`` carries ``game``, ``fold``, ``game_seed``, ``task_id``, ``seed``, ``steps``, ``twx_score``,
 ``twx_score_raw``, ``failed``, ``truncated``; after ``reset`` also ``gold_actions`` (the engine's
-expert action sequence, which wins the game when replayed; for tests and SFT warm starts).
+expert action sequence, which wins the game when replayed; for tests and SFT warm starts). The engine
+draws its expert's random walk from an unseeded generator, so we run that expert ourselves with the
+game seed (``envs_bridge.textworld_express.gold``): the path is a pure function of the task.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from typing import Any
 
 from envs_bridge.base import EnvAdapter, EnvError, StepResult, check_split
 from envs_bridge.textworld_express import jvm
+from envs_bridge.textworld_express.gold import seeded_gold_path
 
 DEFAULT_GAME_PARAMS: dict[str, dict[str, int]] = {  # docs/environments.md §3.1
     "twc": {"numLocations": 3, "numItemsToPutAway": 4},
@@ -49,6 +52,8 @@ DEFAULT_GAME_PARAMS: dict[str, dict[str, int]] = {  # docs/environments.md §3.1
 SPLIT_TO_FOLD = {"train": "train", "eval_id": "dev", "eval_ood": "test"}
 STATE_KEY_MODES = ("game_state", "observation")
 DEFAULT_MAX_STEPS = 50
+
+INT32_RANGE = (-(2**31), 2**31 - 1)  # the engine parses parameters as Java ints
 
 _seed_cache: dict[tuple[str, str, str], tuple[int, ...]] = {}  # (game, params, fold) -> valid seeds
 _seed_cache_lock = threading.Lock()
@@ -75,9 +80,13 @@ def parse_game_params(params: str | dict[str, Any] | None) -> dict[str, int]:
         if isinstance(value, bool) or not isinstance(value, (int, str)):
             raise EnvError(f"game parameter {key}={value!r} must be an integer")
         try:
-            parsed[str(key)] = int(value)
+            number = int(value)
         except ValueError:
             raise EnvError(f"game parameter {key}={value!r} must be an integer") from None
+        if not INT32_RANGE[0] <= number <= INT32_RANGE[1]:
+            # Beyond 32 bits the engine's parser fails silently and every later call errors.
+            raise EnvError(f"game parameter {key}={value!r} is outside the engine's 32-bit integer range")
+        parsed[str(key)] = number
     return parsed
 
 
@@ -132,7 +141,8 @@ class TextWorldExpressAdapter(EnvAdapter):
         if not 0 <= task_id < len(seeds):
             raise EnvError(f"task id {task_id} is out of range for split {split!r}: 0..{len(seeds) - 1}")
         fold = SPLIT_TO_FOLD[split]
-        raw = json.loads(self._java.generateNewGameJSON(seeds[task_id], fold, self.gold_path))
+        # No engine gold path here: it is drawn from an unseeded random walk (see gold.py).
+        raw = json.loads(self._java.generateNewGameJSON(seeds[task_id], fold, False))
         self._episode = {
             "game": self.game,
             "fold": fold,
@@ -144,7 +154,10 @@ class TextWorldExpressAdapter(EnvAdapter):
             "task": str(self._java.getTaskDescription()),  # constant within an episode
         }
         self._done = False
-        info = {"gold_actions": [str(action) for action in self._java.getGoldActionSequence()]} if self.gold_path else {}
+        info = {}
+        if self.gold_path:
+            gold = seeded_gold_path(jvm.gateway_jvm(), self._java, self.game, self.params_text, fold, seeds[task_id])
+            info["gold_actions"] = list(gold)
         return self._result(raw, reward=0.0, truncated=False, extra_info=info)
 
     def step(self, action: str) -> StepResult:

@@ -33,6 +33,14 @@ def new_game_interface() -> Any:
         return _launcher._gateway.jvm.textworldexpress.runtime.PythonInterface()
 
 
+def gateway_jvm() -> Any:
+    """The py4j view of the shared JVM (for engine classes beyond ``PythonInterface``)."""
+    with _lock:
+        if _launcher is None:
+            raise RuntimeError("no TextWorldExpress JVM yet: create a game interface first")
+        return _launcher._gateway.jvm
+
+
 def release(java_object: Any) -> None:
     """Lets the JVM garbage-collect an interface the adapter no longer uses."""
     with _lock:

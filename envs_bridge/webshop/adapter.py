@@ -47,6 +47,18 @@ DEFAULT_MAX_STEPS = 15  # verl-agent's WebShop scripts; MileGPO uses 30
 EVAL_GOALS = 500
 DEFAULT_OOD_PRODUCT_TYPES = ("coffee", "office_desk")
 WON_REWARD = 10.0
+# Bounds of the reset-time options: a catalog lives in every server process's memory (~1,000 products
+# is WebShop's small set; 100,000 is already ~100x that), and a seed is a 32-bit unsigned value.
+MAX_EPISODE_STEPS = 10_000
+MAX_NUM_PRODUCTS = 100_000
+MAX_CATALOG_SEED = 2**32 - 1
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise EnvError(f"{name} must be an integer, got {value!r}")
+    if not low <= value <= high:
+        raise EnvError(f"{name} must be {low}..{high}, got {value}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +107,17 @@ class WebShopAdapter(EnvAdapter):
         noun_tagger: 'lexicon' (default, offline) or 'spacy' (WebShop's tagger; needs spaCy + spacy_model).
         search_without_search_bar: let search[...] work on every page, as the original code does.
         """
-        if not isinstance(max_steps, int) or max_steps < 1:
-            raise EnvError(f"max_steps must be a positive integer, got {max_steps!r}")
+        _check_int("max_steps", max_steps, 1, MAX_EPISODE_STEPS)
+        _check_int("catalog_seed", catalog_seed, 0, MAX_CATALOG_SEED)
+        _check_int("num_products", num_products, 1, MAX_NUM_PRODUCTS)
+        if catalog_dir is not None and not isinstance(catalog_dir, str):
+            raise EnvError(f"catalog_dir must be a path string, got {catalog_dir!r}")
+        if isinstance(ood_product_types, str) or not all(isinstance(t, str) for t in ood_product_types):
+            raise EnvError(f"ood_product_types must be a list of product type names, got {ood_product_types!r}")
+        if not isinstance(noun_tagger, str) or not isinstance(spacy_model, str):
+            raise EnvError("noun_tagger and spacy_model must be strings")
+        if not isinstance(search_without_search_bar, bool):
+            raise EnvError(f"search_without_search_bar must be true or false, got {search_without_search_bar!r}")
         unknown = sorted(set(ood_product_types) - set(PRODUCT_TYPES_BY_KEY))
         if unknown:
             raise EnvError(

@@ -4,8 +4,11 @@
         [--stage rcs] [--set key=value ...] [--output adv.json]
 
 Bad input (malformed JSON, missing keys, wrong types, empty groups, non-finite rewards, unknown
-estimator/recipe/option, a field the estimator needs but the rollouts lack) prints one line naming the offending place and exits with status 2, writing
-nothing.
+estimator/recipe/option, a field the estimator needs but the rollouts lack) prints one line naming the
+offending place and exits with status 2, writing nothing. So do files that are not UTF-8, larger than
+``--max-input-bytes``, nested too deeply, rewards beyond what the working precision can sum
+(``milegpo_jax.credit.limits``), a batch whose estimated memory exceeds ``--max-memory-gb``, and an
+``--output`` in a folder that does not exist or cannot be written (checked before computing).
 """
 
 from __future__ import annotations
@@ -19,34 +22,66 @@ import tempfile
 from pathlib import Path
 
 from milegpo_jax.credit.config import ESTIMATORS, RECIPES, STAGES, CreditConfigError, make_credit_config, parse_overrides
-from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs, load_rollouts
+from milegpo_jax.credit.input_file import DEFAULT_MAX_INPUT_BYTES, read_rollout_file
+from milegpo_jax.credit.limits import DEFAULT_MAX_MEMORY_BYTES, CreditLimitError, check_memory, check_reward_range
+from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs
 
 EXIT_BAD_INPUT = 2
 
 
-class _UsageError(Exception):
+class UsageError(Exception):
     pass
 
 
-class _Parser(argparse.ArgumentParser):
+class OneLineParser(argparse.ArgumentParser):
     def error(self, message):  # one line, no usage dump
-        raise _UsageError(message)
+        raise UsageError(message)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="python -m milegpo_jax.credit", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m milegpo_jax.credit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, help="rollout JSON file")
     parser.add_argument("--estimator", required=True, help=" | ".join(ESTIMATORS))
     parser.add_argument("--recipe", help=f"{' | '.join(RECIPES)} (default alfworld)")
     parser.add_argument("--stage", help=f"milegpo ablation stage: {' | '.join(STAGES)} (default full)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a credit option")
     parser.add_argument("--output", help="write the result JSON here (default: stdout)")
+    add_limit_options(parser)
     return parser
+
+
+def add_limit_options(parser: argparse.ArgumentParser) -> None:
+    """The input-size and memory limits (shared with ``experiments.replay``)."""
+    parser.add_argument("--max-input-bytes", type=int, default=DEFAULT_MAX_INPUT_BYTES,
+                        help=f"refuse a larger input file (default {DEFAULT_MAX_INPUT_BYTES})")
+    parser.add_argument("--max-memory-gb", type=float, default=DEFAULT_MAX_MEMORY_BYTES / 1024**3,
+                        help="refuse a batch estimated to need more memory (default %(default)s)")
+
+
+def check_limit_options(args: argparse.Namespace) -> None:
+    import math
+
+    if args.max_input_bytes <= 0:
+        raise CreditConfigError(f"--max-input-bytes must be > 0, got {args.max_input_bytes}")
+    if not (math.isfinite(args.max_memory_gb) and args.max_memory_gb > 0):
+        raise CreditConfigError(f"--max-memory-gb must be a positive number, got {args.max_memory_gb}")
+
+
+def check_output_place(output: str) -> Path:
+    """The output path, refused (before any work) unless its folder exists and is writable."""
+    path = Path(output)
+    if path.is_dir():
+        raise CreditConfigError(f"--output {output}: is a directory")
+    folder = path.parent
+    if not folder.is_dir():
+        raise CreditConfigError(f"--output {output}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise CreditConfigError(f"--output {output}: folder {folder} is not writable")
+    return path
 
 
 def _write_atomically(path: Path, text: str) -> None:
     """Writes via a temporary file in the same folder, so a crash never leaves a partial file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(handle, "w") as stream:
@@ -63,9 +98,13 @@ def main(argv: list[str] | None = None) -> int:
         if args.stage is not None and args.stage not in STAGES:
             raise CreditConfigError(f"unknown stage {args.stage!r}: choose one of {', '.join(STAGES)}")
         cfg = make_credit_config(args.estimator, args.recipe, args.stage, parse_overrides(args.set))
-        groups = load_rollouts(args.input)
+        check_limit_options(args)
+        output = check_output_place(args.output) if args.output else None
+        groups = read_rollout_file(args.input, args.max_input_bytes)
         check_estimator_inputs(groups, cfg.estimator)  # e.g. beacon on rollouts without milestone flags
-    except (_UsageError, CreditConfigError, RolloutFormatError) as error:
+        check_reward_range(groups, cfg.precision)
+        check_memory(groups, cfg, int(args.max_memory_gb * 1024**3))
+    except (UsageError, CreditConfigError, RolloutFormatError, CreditLimitError) as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_BAD_INPUT
 
@@ -77,8 +116,12 @@ def main(argv: list[str] | None = None) -> int:
         {"advantages": result.advantages, "diagnostics": result.diagnostics, "config": dataclasses.asdict(cfg)},
         indent=1,
     )
-    if args.output:
-        _write_atomically(Path(args.output), text + "\n")
+    if output is not None:
+        try:
+            _write_atomically(output, text + "\n")
+        except OSError as error:  # e.g. the disk filled up meanwhile: the temporary file is gone
+            print(f"error: --output {output}: cannot write ({error.strerror or error})", file=sys.stderr)
+            return EXIT_BAD_INPUT
     else:
         print(text)
     return 0

@@ -1,7 +1,9 @@
 """Expert demonstrations for the supervised warm start, played in-process on training tasks.
 
-For every step of an expert episode (the environment's own gold path, ``info["gold_actions"]`` after
-``reset``) the prompt is exactly what the rollout collector would show at that step (same template and
+For every step of an expert episode (the environment's gold path, ``info["gold_actions"]`` after
+``reset``: TextWorldExpress's gold agent seeded with the game seed, WebShop's oracle, ALFWorld's stored
+walkthrough, each a pure function of the task, so the same config gives the same demonstrations; see
+docs/reproducibility.md) the prompt is exactly what the rollout collector would show at that step (same template and
 history window), and the target response is the expert action in the response format the projection
 expects: ``<think> ... </think> <action> {action} </action>``.
 """

@@ -40,7 +40,7 @@ def examples_file(tmp_path) -> Path:
     ],
 )
 def test_writes_advantages_and_diagnostics(examples_file, tmp_path, args, column):
-    output = tmp_path / "out" / "adv.json"
+    output = tmp_path / "adv.json"
     result = run_cli("--input", str(examples_file), "--output", str(output), *args)
     assert result.returncode == 0, result.stderr
     written = json.loads(output.read_text())

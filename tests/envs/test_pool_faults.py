@@ -14,7 +14,7 @@ import pytest
 
 from envs_bridge import env_vars
 from envs_bridge.client import EnvPool, EnvRequestError, EpisodeStatus, PoolError
-from envs_bridge.launcher import ServerProcess, _kill_leftovers
+from envs_bridge.launcher import ServerProcess, _kill_leftovers, sweep_orphaned_log_dirs
 from envs_bridge.transport import JsonConnection
 
 pytestmark = pytest.mark.timeout(120)
@@ -183,10 +183,25 @@ def test_servers_exit_when_the_process_that_started_them_dies(tmp_path):
     orphan_pid = int(orphan_pid)
     try:
         assert wait_until(lambda: not group_alive(orphan_pid), timeout_s=20)
+        # ... and take the temporary log folder their dead parent can no longer remove with them.
+        assert wait_until(lambda: not os.path.exists(log_dir), timeout_s=10), f"{log_dir} left behind"
     finally:
         if group_alive(orphan_pid):
             os.killpg(orphan_pid, signal.SIGKILL)  # never leak it, even when the test fails
         shutil.rmtree(log_dir, ignore_errors=True)
+
+
+def test_log_folders_of_dead_owners_are_swept(tmp_path):
+    # Both the starting process and its server killed at once: the next start sweeps the folder.
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    orphan = tmp_path / f"milegpo-webshop-server-{int(dead.stdout)}-x1"
+    mine = tmp_path / f"milegpo-webshop-server-{os.getpid()}-x2"
+    unrelated = tmp_path / "milegpo-notes"
+    for folder in (orphan, mine, unrelated):
+        folder.mkdir()
+        (folder / "server-1.log").write_text("log")
+    assert sweep_orphaned_log_dirs(str(tmp_path)) == [str(orphan)]
+    assert not orphan.exists() and mine.exists() and unrelated.exists()
 
 
 def test_pool_over_given_urls_never_restarts_them():

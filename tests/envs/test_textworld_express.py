@@ -120,3 +120,24 @@ def test_repeated_state_share_under_random_policy(game_pool, record_property):
     print(f"\nrepeated-state share ({game}, 1 group x {NUM_ENVS} random rollouts, 60-step cap): {share:.2f}")
     # Every rollout starts in the shared initial state, so the share is never 0; TWX games revisit a lot.
     assert share >= 0.3
+
+
+def test_gold_path_is_a_pure_function_of_the_task(game_pool):
+    # The engine's own gold path comes from an unseeded random walk and changed between resets; ours
+    # must be the same on every reset, on every server (separate JVMs) and in this process.
+    from envs_bridge.textworld_express.adapter import TextWorldExpressAdapter
+
+    game, pool = game_pool
+    task_ids = [0, 1, 2, 3]
+    paths = set()
+    for _ in range(3):
+        for reply in pool.reset("train", task_ids, env_indices=[0, 1, 2, 3]):
+            paths.add((reply.result.info["game_seed"], tuple(reply.result.info["gold_actions"])))
+        pool.reset("train", task_ids[::-1], env_indices=[0, 1, 2, 3])  # a different history per env
+    assert len(paths) == len(task_ids)
+    local = TextWorldExpressAdapter(game, max_steps=60)
+    try:
+        here = {(r.info["game_seed"], tuple(r.info["gold_actions"])) for r in (local.reset("train", t, 5) for t in task_ids)}
+    finally:
+        local.close()
+    assert here == paths

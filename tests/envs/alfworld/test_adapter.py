@@ -42,6 +42,7 @@ def test_walkthroughs_win_every_game_with_reward_ten(pool):
             assert result.task and result.task in result.observation and "help" not in result.admissible_actions
             assert result.info["source"] == "generated" and result.info["task_type"] in TASK_TYPES
             assert plans[index] and len(plans[index]) <= MAX_STEPS
+            assert result.info["gold_actions"] == plans[index]  # the SFT warm start's expert path
         while any(not result.done for result in results.values()):
             active = [index for index, result in results.items() if not result.done]
             actions = [plans[index].pop(0) for index in active]

@@ -1,0 +1,127 @@
+"""What the credit tools check before computing: reward magnitudes and the memory a batch will take.
+
+Rewards: the batch stores them as float32 (``batch.build_batch``), so a reward beyond float32's range
+(1e300 is finite in float64) would silently become infinity. The estimators also form sums and squares
+of episode returns (group means and standard deviations); to keep those finite, a trajectory's summed
+absolute reward may be at most ``RETURN_LIMITS[precision]``: 1e18 in float32 (squares ~1e36, well
+below float32's 3.4e38 even summed over a group), 1e150 in float64.
+
+Memory: the padded shapes follow from the rollouts alone (``bucketed_shape`` mirrors ``build_batch``'s
+bucketing without allocating anything), and XLA's own memory analysis of the compiled estimator for
+those shapes says how many bytes it needs; a run above the limit is refused before any array exists.
+Compiling for that analysis costs seconds, so it runs only when a cheap upper estimate
+(``rough_bytes``: ~28 bytes per node pair per group measured, taken as 32, plus per-row terms) comes
+within a factor of ``EXACT_CHECK_MARGIN`` of the limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from milegpo_jax.credit.batch import CreditBatch
+from milegpo_jax.credit.config import CreditConfig
+from milegpo_jax.credit.rollouts import Group, RolloutFormatError
+from milegpo_jax.shapes import bucket_size
+
+FLOAT32_MAX = float(np.finfo(np.float32).max)
+RETURN_LIMITS = {"float32": 1e18, "float64": 1e150}
+DEFAULT_MAX_MEMORY_BYTES = 4 * 1024**3
+EXACT_CHECK_MARGIN = 8
+
+
+class CreditLimitError(ValueError):
+    """Input the credit tools refuse to compute on (one line naming the place)."""
+
+
+def check_reward_range(groups: Sequence[Group], precision: str) -> None:
+    limit = RETURN_LIMITS[precision]
+    for g, group in enumerate(groups):
+        for k, trajectory in enumerate(group.trajectories):
+            total = 0.0
+            for t, step in enumerate(trajectory.steps):
+                if abs(step.reward) > FLOAT32_MAX:
+                    raise RolloutFormatError(
+                        f"groups[{g}].trajectories[{k}].steps[{t}].reward: {step.reward:g} is beyond float32's range (±3.4e38)"
+                    )
+                total += abs(step.reward)
+            if total > limit:
+                hint = " (try --set precision=float64)" if precision == "float32" else ""
+                raise RolloutFormatError(
+                    f"groups[{g}].trajectories[{k}]: summed |reward| {total:g} exceeds {limit:g}, "
+                    f"where {precision} sums and squares of returns lose their meaning{hint}"
+                )
+
+
+def bucketed_shape(groups: Sequence[Group]) -> tuple[int, int, int, int]:
+    """(G, K, T, N) of the padded batch ``build_batch`` would make, without building it."""
+    nodes = 0
+    for group in groups:
+        states = set()
+        for trajectory in group.trajectories:
+            final = len(trajectory.steps) - 1 if trajectory.succeeded else len(trajectory.steps)
+            for t, step in enumerate(trajectory.steps):
+                states.add(step.state)
+                if t != final:
+                    states.add(step.next_state)
+        nodes = max(nodes, len(states) + 1)  # + the success sink
+    sizes = (len(groups), max(len(g.trajectories) for g in groups),
+             max(len(t.steps) for g in groups for t in g.trajectories), nodes)
+    return tuple(bucket_size(size, minimum) for size, minimum in zip(sizes, (1, 1, 8, 8)))
+
+
+def abstract_batch(shape: tuple[int, int, int, int]) -> CreditBatch:
+    import jax
+
+    G, K, T, N = shape
+    rows = lambda dtype: jax.ShapeDtypeStruct((G, K, T), dtype)  # noqa: E731
+    return CreditBatch(
+        src=rows(np.int32), dst=rows(np.int32), action=rows(np.int32), reward=rows(np.float32), valid=rows(bool),
+        step_mask=rows(bool), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
+        last_state=jax.ShapeDtypeStruct((G, K), np.int32), node_mask=jax.ShapeDtypeStruct((G, N), bool),
+        milestone=rows(bool),
+    )
+
+
+def estimated_bytes(shape: tuple[int, int, int, int], cfg: CreditConfig, with_diagnostics: bool) -> int:
+    """Peak bytes of the credit computation for ``shape``: host arrays plus XLA's compiled footprint
+    (arguments, outputs and temporaries) of the largest program run, from ``memory_analysis``."""
+    import jax
+
+    from milegpo_jax.credit.estimators import estimate_advantages, milegpo_terms
+
+    G, K, T, N = shape
+    host = G * K * T * (4 * 4 + 3) + G * K * 8 + G * N  # build_batch's numpy arrays
+    programs = [lambda batch: estimate_advantages(batch, cfg)]
+    if with_diagnostics:
+        terms_cfg = cfg if cfg.estimator == "milegpo" else dataclasses.replace(cfg, estimator="milegpo")
+        programs.append(lambda batch: milegpo_terms(batch, terms_cfg))
+    peak = 0
+    for program in programs:
+        with jax.enable_x64(cfg.precision == "float64"):
+            analysis = jax.jit(program).lower(abstract_batch(shape)).compile().memory_analysis()
+        if analysis is None:  # a backend without the analysis: count the arguments and outputs only
+            continue
+        peak = max(peak, analysis.argument_size_in_bytes + analysis.output_size_in_bytes + analysis.temp_size_in_bytes)
+    return host + peak
+
+
+def rough_bytes(shape: tuple[int, int, int, int]) -> int:
+    """A cheap over-estimate of ``estimated_bytes`` (node-pair matrices dominate; see the docstring)."""
+    G, K, T, N = shape
+    return G * (32 * N * N + 8 * K * T * N + 64 * K * T + 4096)
+
+
+def check_memory(groups: Sequence[Group], cfg: CreditConfig, max_bytes: int, with_diagnostics: bool = True) -> None:
+    shape = bucketed_shape(groups)
+    if rough_bytes(shape) * EXACT_CHECK_MARGIN <= max_bytes:
+        return
+    needed = estimated_bytes(shape, cfg, with_diagnostics)
+    if needed > max_bytes:
+        G, K, T, N = shape
+        raise CreditLimitError(
+            f"input: the padded batch ({G} groups x {K} trajectories x {T} steps, {N} states per group) needs about "
+            f"{needed / 1024**3:.2f} GiB, above the limit of {max_bytes / 1024**3:.2f} GiB (raise it with --max-memory-gb)"
+        )
