@@ -107,29 +107,30 @@ class StateRows:
 
 def state_update(logits: np.ndarray, rows: StateRows, lr: float, *, epochs: int, clip: float) -> np.ndarray:
     """New logits of one state. ``epochs=0``: plain PG; ``epochs>0``: that many PPO-clip steps."""
-    old_logp = _row_logprobs(logits, rows)
+    by_admitted: dict[bytes, tuple[np.ndarray, list[int]]] = {}  # rows of one state mostly share one set
+    for r, admitted in enumerate(rows.admitted):
+        by_admitted.setdefault(admitted.tobytes(), (admitted, []))[1].append(r)
+    blocks = [(admitted, np.asarray(members)) for admitted, members in by_admitted.values()]
+    old_logp = _row_logprobs(logits, rows, blocks)
     updated = logits.copy()
     for _ in range(max(epochs, 1)):
-        weight = rows.advantage.copy()
+        weight = rows.advantage
         if epochs:
-            ratio = np.exp(_row_logprobs(updated, rows) - old_logp)
+            ratio = np.exp(_row_logprobs(updated, rows, blocks) - old_logp)
             held = ((rows.advantage > 0) & (ratio > 1 + clip)) | ((rows.advantage < 0) & (ratio < 1 - clip))
             weight = np.where(held, 0.0, rows.advantage * ratio)
         grad = np.zeros_like(updated)
-        for admitted, taken, w in zip(rows.admitted, rows.taken, weight):
-            if w == 0.0:
-                continue
-            probs = softmax(updated[admitted])
-            grad[admitted] -= w * probs
-            grad[taken] += w
+        for admitted, members in blocks:
+            grad[admitted] -= weight[members].sum() * softmax(updated[admitted])
+            np.add.at(grad, rows.taken[members], weight[members])
         updated = updated + lr * grad / len(rows.taken)
     return updated
 
 
-def _row_logprobs(logits: np.ndarray, rows: StateRows) -> np.ndarray:
+def _row_logprobs(logits: np.ndarray, rows: StateRows, blocks) -> np.ndarray:
     out = np.empty(len(rows.taken))
-    for r, (admitted, taken) in enumerate(zip(rows.admitted, rows.taken)):
+    for admitted, members in blocks:
         local = logits[admitted]
         top = local.max()
-        out[r] = logits[taken] - top - np.log(np.exp(local - top).sum())
+        out[members] = logits[rows.taken[members]] - top - np.log(np.exp(local - top).sum())
     return out
