@@ -78,9 +78,32 @@ def make_env_spec(env: str, game: str | None, max_steps: int | None, backend: st
     return EnvSpec(env, tuple(sorted(options.items())), backend, servers)
 
 
+class WebShopQueryBackend(AdapterBackend):
+    """WebShop's search template becomes one concrete action: the goal's own search query."""
+
+    TEMPLATE = "search[<your query>]"
+
+    def reset(self, slots, split, task_ids):
+        self._queries = getattr(self, "_queries", {})
+        results = super().reset(slots, split, task_ids)
+        for slot, task_id in zip(slots, task_ids):
+            self._queries[slot] = f"search[{self._adapters[slot].goal(split, task_id).search_query}]"
+        return [self._rewrite(slot, result) for slot, result in zip(slots, results)]
+
+    def step(self, slots, actions):
+        return [self._rewrite(slot, result) for slot, result in zip(slots, super().step(slots, actions))]
+
+    def _rewrite(self, slot, result):
+        actions = tuple(self._queries[slot] if a == self.TEMPLATE else a for a in result.admissible_actions)
+        return dataclasses.replace(result, admissible_actions=actions)
+
+
 def make_backend(spec: EnvSpec, num_slots: int):
     if spec.backend == "inprocess":
-        return AdapterBackend(lambda: make_adapter(spec.env, **spec.adapter_options()), num_slots)
+        backend_class = WebShopQueryBackend if spec.env == "webshop" else AdapterBackend
+        return backend_class(lambda: make_adapter(spec.env, **spec.adapter_options()), num_slots)
+    if spec.env == "webshop":
+        raise EnvError("webshop runs in-process only (its search action needs the goal's query)")
     from envs_bridge.client import EnvPool
 
     pool = EnvPool(spec.env, num_slots, num_servers=min(spec.servers, num_slots), env_options=spec.adapter_options())
