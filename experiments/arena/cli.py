@@ -217,9 +217,11 @@ def main(argv: list[str] | None = None) -> int:
     output.write_json_atomic(settings_path, recorded)
 
     jobs, done = [], []
-    for contestant in contestants:
-        for rate in rates:
-            for seed in range(args.seeds):
+    # seed-major: parallel workers start on different contestants, so each credit program is compiled
+    # once (the compilation cache on disk serves the other seeds)
+    for seed in range(args.seeds):
+        for contestant in contestants:
+            for rate in rates:
                 directory = output.run_dir(work, contestant.name, seed, rate)
                 previous = output.read_done(directory)
                 if previous is not None and len(previous["success"]) == settings.iterations:
