@@ -170,3 +170,17 @@ def test_all_expands_to_the_registry():
     names = expand_all()
     assert names[-1] == "random" and {"milegpo:md", "milegpo:rcs", "milegpo:full"} <= set(names)
     assert {name.split(":")[0] for name in names[:-1]} == set(registered_estimators())
+
+
+def test_lr_grid_reports_each_contestant_at_its_best_rate():
+    def record(name, lr, seed, level):
+        return {"contestant": name, "lr": lr, "seed": seed, "success": [level * 0.5, level], "greedy": [0.0, level],
+                "time": {"env_s": 0, "credit_s": 0, "update_s": 0}}
+
+    done = [record("gigpo", 1.0, s, 0.6) for s in (0, 1)] + [record("gigpo", 3.0, s, 0.4) for s in (0, 1)]
+    done += [record("grpo", 1.0, s, 0.2) for s in (0, 1)] + [record("grpo", 3.0, s, 0.5 + 0.1 * s) for s in (0, 1)]
+    results, curves = cli.summarise(done, ["gigpo", "grpo"], [1.0, 3.0])
+    assert results["gigpo"]["lr"] == 1.0 and results["grpo"]["lr"] == 3.0
+    assert results["grpo"]["summary"]["last"]["mean"] == pytest.approx(0.55)
+    assert results["grpo"]["paired_vs_gigpo"]["last"]["mean"] == pytest.approx(-0.05)  # against gigpo's chosen rate
+    assert curves["grpo"] == [[0.25, 0.5], [0.3, 0.6]]
