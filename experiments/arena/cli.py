@@ -123,6 +123,19 @@ def _init_worker(cache_dir: str) -> None:
     atexit.register(_close_backends)
 
 
+def compilation_cache_dir() -> str:
+    """``$JAX_COMPILATION_CACHE_DIR``, else ``$XDG_CACHE_HOME/milegpo-jax/jax-compilation`` (~/.cache/...).
+
+    Shared by every arena: a credit program is compiled once per (config, padded batch shape), and
+    on a busy 2-core machine compiling costs more than all steady-state credit of an arena together.
+    """
+    configured = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if configured:
+        return configured
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "milegpo-jax", "jax-compilation")
+
+
 def _configure_jax(cache_dir: str) -> None:
     import jax
 
@@ -231,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.jobs > 1:
         _close_backends()  # the workers build their own
     try:
-        done += run_all(jobs, min(args.jobs, max(len(jobs), 1)), str(work / ".jax-cache"), not args.no_progress)
+        done += run_all(jobs, min(args.jobs, max(len(jobs), 1)), compilation_cache_dir(), not args.no_progress)
     finally:
         _close_backends()
 
