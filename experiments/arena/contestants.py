@@ -34,7 +34,10 @@ class Contestant:
 def expand_all() -> tuple[str, ...]:
     names = []
     for estimator in registered_estimators():
-        names.extend(f"{estimator}:{stage}" for stage in ("md", "rcs", "full")) if estimator == "milegpo" else names.append(estimator)
+        if estimator == "milegpo":
+            names += [f"milegpo:{stage}" for stage in ("md", "rcs", "full")]
+        else:
+            names.append(estimator)
     return (*names, RANDOM)
 
 
