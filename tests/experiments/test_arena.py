@@ -184,3 +184,19 @@ def test_lr_grid_reports_each_contestant_at_its_best_rate():
     assert results["grpo"]["summary"]["last"]["mean"] == pytest.approx(0.55)
     assert results["grpo"]["paired_vs_gigpo"]["last"]["mean"] == pytest.approx(-0.05)  # against gigpo's chosen rate
     assert curves["grpo"] == [[0.25, 0.5], [0.3, 0.6]]
+
+
+@pytest.mark.slow
+def test_pool_backend_plays_the_same_episodes_as_in_process():
+    from envs_bridge.client import EnvPool
+    from experiments.arena.play import PoolBackend
+
+    options = {"game": "coin", "gold_path": False, "max_steps": 10}
+    task_ids, seeds = [0, 0, 3, 3], [[7, r] for r in range(4)]
+    in_process = TransitionCache(AdapterBackend(lambda: make_adapter("textworld_express", **options), 4))
+    expected = in_process.play(task_ids, sampling_chooser(TabularPolicy(), seeds))
+    in_process.backend.close()
+    with EnvPool("textworld_express", 4, num_servers=1, env_options=options) as pool:
+        played = TransitionCache(PoolBackend(pool)).play(task_ids, sampling_chooser(TabularPolicy(), seeds))
+    assert [e.actions for e in played] == [e.actions for e in expected]
+    assert [[n.state_key for n in e.nodes] for e in played] == [[n.state_key for n in e.nodes] for e in expected]
