@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from milegpo_jax.credit.api import compute_credit
-from milegpo_jax.credit.config import STAGES, CreditConfig, CreditConfigError, make_credit_config
+from milegpo_jax.credit.config import NEEDS_MILESTONES, STAGES, CreditConfig, CreditConfigError, make_credit_config
 from milegpo_jax.credit.estimators import registered_estimators
 from milegpo_jax.credit.rollouts import Group
 
@@ -31,9 +31,12 @@ class Contestant:
     random: bool = False
 
 
-def expand_all() -> tuple[str, ...]:
+def expand_all(milestones: bool = True) -> tuple[str, ...]:
+    """Every registered estimator; without ``milestones`` (an env that flags none) those needing them are left out."""
     names = []
     for estimator in registered_estimators():
+        if estimator in NEEDS_MILESTONES and not milestones:
+            continue
         if estimator == "milegpo":
             names += [f"milegpo:{stage}" for stage in ("md", "rcs", "full")]
         else:
@@ -67,8 +70,14 @@ def parse_contestant(spec: str, recipe: str, overrides: Mapping[str, str] | None
         raise CreditConfigError(f"contestant {spec!r}: {error}") from None
 
 
-def parse_contestants(specs: Sequence[str], recipe: str, overrides: Mapping[str, str] | None = None) -> list[Contestant]:
-    expanded = [name for spec in specs for name in (expand_all() if spec == "all" else (spec,))]
+def parse_contestants(
+    specs: Sequence[str], recipe: str, overrides: Mapping[str, str] | None = None, milestones: bool = True
+) -> list[Contestant]:
+    """``milestones``: whether the env flags milestone steps (estimators in NEEDS_MILESTONES read them)."""
+    expanded = [name for spec in specs for name in (expand_all(milestones) if spec == "all" else (spec,))]
+    for name in expanded:
+        if name.split("@")[0].split(":")[0] in NEEDS_MILESTONES and not milestones:
+            raise CreditConfigError(f"contestant {name!r} needs milestone flags, which this environment does not report")
     if not expanded:
         raise CreditConfigError("no contestants given")
     if len(set(expanded)) != len(expanded):
@@ -77,11 +86,11 @@ def parse_contestants(specs: Sequence[str], recipe: str, overrides: Mapping[str,
 
 
 def advantages_and_diagnostics(
-    contestant: Contestant, groups: Sequence[Group], noise: np.random.Generator
-) -> tuple[list[list[list[float]]], dict]:
-    """Per-step advantages (group, trajectory, step) and the credit diagnostics of this batch."""
-    result = compute_credit(groups, contestant.config)
+    contestant: Contestant, groups: Sequence[Group], noise: np.random.Generator, ema_prev: float = 0.0
+) -> tuple[list[list[list[float]]], dict, float]:
+    """Per-step advantages (group, trajectory, step), the batch's credit diagnostics, MVPO's new EMA."""
+    result = compute_credit(groups, contestant.config, ema_prev=ema_prev)
     if not contestant.random:
-        return result.advantages, result.diagnostics
+        return result.advantages, result.diagnostics, result.ema
     noisy = [[[float(x) for x in noise.standard_normal(len(steps))] for steps in group] for group in result.advantages]
-    return noisy, result.diagnostics
+    return noisy, result.diagnostics, result.ema

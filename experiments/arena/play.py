@@ -32,11 +32,14 @@ class Node:
     reward: float
     done: bool
     won: bool
+    milestone: bool | None = None  # the env's BEACON flag for the step that led here (None: not detected)
     children: dict[str, Node] = dataclasses.field(default_factory=dict)
 
     @classmethod
     def of(cls, result: StepResult) -> Node:
-        return cls(result.state_key, tuple(result.admissible_actions), float(result.reward), result.done, result.won)
+        flag = result.info.get("milestone_achieved")
+        return cls(result.state_key, tuple(result.admissible_actions), float(result.reward), result.done, result.won,
+                   None if flag is None else bool(flag))
 
 
 class AdapterBackend:

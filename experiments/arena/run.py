@@ -47,7 +47,7 @@ def episodes_to_groups(episodes: list[Episode], group_size: int, reward_scale: f
         trajectories = []
         for episode in episodes[start : start + group_size]:
             steps = tuple(
-                Step(before.state_key, action, after.state_key, after.reward * reward_scale, True)
+                Step(before.state_key, action, after.state_key, after.reward * reward_scale, True, after.milestone)
                 for before, action, after in zip(episode.nodes, episode.actions, episode.nodes[1:])
             )
             trajectories.append(Trajectory(steps))
@@ -68,6 +68,7 @@ def run_once(
     tasks = training_tasks(cache.backend.num_tasks("train"), settings.tasks, seed)
     timing = {"env_s": 0.0, "credit_s": 0.0, "update_s": 0.0}
     curve = []
+    ema = 0.0  # MVPO's success EMA, carried from iteration to iteration (the others ignore it)
     for iteration in range(1, settings.iterations + 1):
         pick = np.random.default_rng(_streams(seed, 1, iteration))
         chosen = pick.choice(len(tasks), size=settings.groups, replace=settings.groups > len(tasks))
@@ -82,7 +83,7 @@ def run_once(
         started = time.perf_counter()
         groups = episodes_to_groups(episodes, settings.group_size, settings.reward_scale)
         noise = np.random.default_rng(_streams(seed, 3, iteration))
-        advantages, diagnostics = advantages_and_diagnostics(contestant, groups, noise)
+        advantages, diagnostics, ema = advantages_and_diagnostics(contestant, groups, noise, ema)
         timing["credit_s"] += time.perf_counter() - started
 
         started = time.perf_counter()

@@ -145,6 +145,7 @@ def test_stats_against_hand_computed_values():
         (["--env", "nethack"], "unknown environment 'nethack'"),
         (["--game", "zork"], "unknown TextWorldExpress game 'zork'"),
         (["--update", "trpo"], "--update 'trpo'"),
+        (["--contestants", "beacon"], "needs milestone flags"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
@@ -170,6 +171,7 @@ def test_all_expands_to_the_registry():
     names = expand_all()
     assert names[-1] == "random" and {"milegpo:md", "milegpo:rcs", "milegpo:full"} <= set(names)
     assert {name.split(":")[0] for name in names[:-1]} == set(registered_estimators())
+    assert "beacon" in names and "beacon" not in expand_all(milestones=False)  # TWX flags no milestones
 
 
 def test_lr_grid_reports_each_contestant_at_its_best_rate():
