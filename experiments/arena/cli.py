@@ -1,0 +1,261 @@
+"""``python -m experiments.arena`` command line: every credit estimator on the same real environment, with seeds.
+
+    python -m experiments.arena --env textworld_express --game coin --seeds 5 --work runs/arena-coin
+    python -m experiments.arena --env alfworld --groups 8 --contestants all --work runs/arena-alfworld
+
+How to read and extend it: docs/arena.md. The last line printed is one JSON object
+``{"job": "arena", "env": ..., "results": {...}, "time": {...}, "wall_s": ...}``; bad input prints one
+line and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import concurrent.futures
+import dataclasses
+import json
+import multiprocessing
+import os
+import sys
+import time
+from pathlib import Path
+
+from envs_bridge.base import EnvError
+from envs_bridge.registry import EnvUnavailableError
+from experiments.arena import output, stats
+from experiments.arena.contestants import BASELINE, PAPER_CONTESTANTS, parse_contestants
+from experiments.arena.envs import MILESTONE_ENVS, RECIPE_OF_ENV, REWARD_SCALE, EnvSpec, make_backend, make_env_spec
+from experiments.arena.policy import UPDATES
+from experiments.arena.run import RunSettings
+from milegpo_jax.credit.config import CreditConfigError, parse_overrides
+
+
+class ArenaInputError(ValueError):
+    """Bad command-line input: reported in one line, exit status 2."""
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m experiments.arena", description=__doc__.split("\n")[0])
+    parser.add_argument("--env", default="textworld_express")
+    parser.add_argument("--game", default=None, help="TextWorldExpress preset (experiments/arena/envs.py)")
+    parser.add_argument("--env-set", action="append", default=[], metavar="KEY=VALUE", help="adapter option (JSON value or string)")
+    parser.add_argument("--max-steps", type=int, default=None, help="actions per episode (default: the adapter's)")
+    parser.add_argument("--backend", default="auto", help="inprocess | pool | auto (pool for alfworld)")
+    parser.add_argument("--servers", type=int, default=2, help="env servers of the pool backend")
+    parser.add_argument("--contestants", nargs="+", default=list(PAPER_CONTESTANTS), metavar="SPEC",
+                        help="estimator[:stage][@key=value...], random, or all")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="credit option for every contestant")
+    parser.add_argument("--recipe", default=None, help="credit recipe (default: webshop for webshop, else alfworld)")
+    parser.add_argument("--groups", type=int, default=16)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--tasks", type=int, default=None, help="training task set per seed (default: --groups)")
+    parser.add_argument("--iterations", type=int, default=20)
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--lr", type=float, default=1.0)
+    parser.add_argument("--lr-grid", default=None, help="comma list: per contestant, the rate with the best mean AUC")
+    parser.add_argument("--update", default="pg", help="pg | ppo")
+    parser.add_argument("--ppo-epochs", type=int, default=4)
+    parser.add_argument("--clip", type=float, default=0.2)
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs in parallel processes")
+    parser.add_argument("--work", required=True, help="work directory (resumable: finished runs are skipped)")
+    parser.add_argument("--no-progress", action="store_true")
+    return parser.parse_args(argv)
+
+
+def _env_value(text: str):
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[float], str]:
+    for name in ("groups", "group_size", "iterations", "seeds", "jobs", "servers", "ppo_epochs"):
+        if getattr(args, name) < 1:
+            raise ArenaInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    if args.tasks is not None and args.tasks < 1:
+        raise ArenaInputError(f"--tasks {args.tasks}: the training task set is empty")
+    if args.update not in UPDATES:
+        raise ArenaInputError(f"--update {args.update!r}: choose one of {', '.join(UPDATES)}")
+    try:
+        rates = [float(x) for x in args.lr_grid.split(",")] if args.lr_grid else [args.lr]
+    except ValueError:
+        raise ArenaInputError(f"--lr-grid {args.lr_grid!r}: expected comma-separated numbers") from None
+    if any(rate <= 0 for rate in rates):
+        raise ArenaInputError("learning rates must be > 0")
+    extra = {}
+    for assignment in args.env_set:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key:
+            raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
+        extra[key] = _env_value(value)
+    spec = make_env_spec(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
+    recipe = args.recipe or RECIPE_OF_ENV.get(args.env, "alfworld")
+    contestants = parse_contestants(args.contestants, recipe, parse_overrides(args.set), args.env in MILESTONE_ENVS)
+    settings = RunSettings(
+        groups=args.groups, group_size=args.group_size, tasks=args.tasks or args.groups, iterations=args.iterations,
+        update=args.update, ppo_epochs=args.ppo_epochs, clip=args.clip, reward_scale=REWARD_SCALE.get(args.env, 1.0),
+    )
+    return spec, contestants, settings, rates, recipe
+
+
+# ------------------------------------------------------------------------- one run (any process)
+
+_backends: dict = {}  # EnvSpec -> backend, one per process, reused by its runs
+
+
+def _backend(spec: EnvSpec, slots: int):
+    if spec not in _backends:
+        _backends[spec] = make_backend(spec, slots)
+    return _backends[spec]
+
+
+def _close_backends() -> None:
+    for backend in _backends.values():
+        backend.close()
+    _backends.clear()
+
+
+def _init_worker(cache_dir: str) -> None:
+    import atexit
+
+    _configure_jax(cache_dir)
+    atexit.register(_close_backends)
+
+
+def compilation_cache_dir() -> str:
+    """``$JAX_COMPILATION_CACHE_DIR``, else ``$XDG_CACHE_HOME/milegpo-jax/jax-compilation`` (~/.cache/...).
+
+    Shared by every arena: a credit program is compiled once per (config, padded batch shape), and
+    on a busy 2-core machine compiling costs more than all steady-state credit of an arena together.
+    """
+    configured = os.environ.get("JAX_COMPILATION_CACHE_DIR")
+    if configured:
+        return configured
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "milegpo-jax", "jax-compilation")
+
+
+def _configure_jax(cache_dir: str) -> None:
+    import jax
+
+    # Credit estimators compile once per config and batch shape; workers share the compiled programs.
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def execute(job: dict) -> dict:
+    """Runs one (contestant, seed, lr) and writes its metrics.jsonl and done.json."""
+    from experiments.arena.play import TransitionCache
+    from experiments.arena.run import run_once
+    from milegpo_jax.train.logging import MetricsLogger
+
+    spec, contestant, settings = job["spec"], job["contestant"], job["settings"]
+    directory = Path(job["dir"])
+    backend = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
+    greedy: list[float] = []
+
+    with MetricsLogger(directory, 0, tensorboard=False, enabled=True) as logger:
+        def log(iteration: int, metrics: dict) -> None:
+            greedy.append(metrics["greedy_success_rate"])
+            logger.log(iteration, metrics)
+
+        outcome = run_once(contestant, job["seed"], job["lr"], settings, TransitionCache(backend), log)
+    done = {"contestant": contestant.name, "seed": job["seed"], "lr": job["lr"], "success": outcome["success"],
+            "greedy": greedy, "time": outcome["time"]}
+    output.write_json_atomic(directory / output.DONE_FILE, done)
+    return done
+
+
+# ------------------------------------------------------------------------- orchestration
+
+
+def run_all(jobs: list[dict], workers: int, cache_dir: str, progress: bool) -> list[dict]:
+    from tqdm.auto import tqdm
+
+    finished = []
+    bar = tqdm(total=len(jobs), desc="arena runs", unit="run", disable=not progress, dynamic_ncols=True)
+    if workers == 1:
+        _configure_jax(cache_dir)
+        for job in jobs:
+            finished.append(execute(job))
+            bar.update(1)
+    else:
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked JVM or XLA threads
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(cache_dir,)) as pool:
+            for future in concurrent.futures.as_completed([pool.submit(execute, job) for job in jobs]):
+                finished.append(future.result())
+                bar.update(1)
+    bar.close()
+    return finished
+
+
+def summarise(done: list[dict], names: list[str], rates: list[float]) -> tuple[dict, dict]:
+    """Per contestant: the chosen rate's summary, its paired comparison vs GiGPO, and the curves."""
+    scores: dict[tuple[str, float], dict[int, dict]] = {}
+    curves: dict[tuple[str, float], list] = {}
+    for record in sorted(done, key=lambda r: (r["contestant"], r["lr"], r["seed"])):
+        key = (record["contestant"], record["lr"])
+        scores.setdefault(key, {})[record["seed"]] = stats.run_scores(record["success"], record["greedy"])
+        curves.setdefault(key, []).append(record["success"])
+    chosen = {name: max(rates, key=lambda rate: stats.contestant_summary(scores[(name, rate)])["auc"]["mean"]) for name in names}
+    results = {}
+    for name in names:
+        key = (name, chosen[name])
+        entry = {"lr": chosen[name], "summary": stats.contestant_summary(scores[key])}
+        if BASELINE in chosen and name != BASELINE:
+            entry["paired_vs_gigpo"] = stats.paired_against(scores[key], scores[(BASELINE, chosen[BASELINE])])
+        results[name] = entry
+    return results, {name: curves[(name, chosen[name])] for name in names}
+
+
+def main(argv: list[str] | None = None) -> int:
+    started = time.time()
+    args = parse_args(argv)
+    try:
+        spec, contestants, settings, rates, recipe = build(args)
+        work = Path(args.work)
+        recorded = {"env": spec.label, "env_options": dict(spec.options), "recipe": recipe, "credit_set": args.set,
+                    "settings": dataclasses.asdict(settings)}
+        settings_path = work / output.SETTINGS_FILE
+        if settings_path.exists() and json.loads(settings_path.read_text()) != json.loads(json.dumps(recorded)):
+            raise ArenaInputError(f"{settings_path}: this work directory holds an arena with other settings; use a new --work")
+        probe = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
+        if probe.num_tasks("train") < 1:
+            raise ArenaInputError(f"{spec.label}: the train split holds no tasks")
+    except (ArenaInputError, CreditConfigError, EnvError, EnvUnavailableError) as error:
+        _close_backends()
+        print(f"experiments.arena: {error}", file=sys.stderr)
+        return 2
+    output.write_json_atomic(settings_path, recorded)
+
+    jobs, done = [], []
+    # seed-major: parallel workers start on different contestants, so each credit program is compiled
+    # once (the compilation cache on disk serves the other seeds)
+    for seed in range(args.seeds):
+        for contestant in contestants:
+            for rate in rates:
+                directory = output.run_dir(work, contestant.name, seed, rate)
+                previous = output.read_done(directory)
+                if previous is not None and len(previous["success"]) == settings.iterations:
+                    done.append(previous)
+                else:
+                    jobs.append({"spec": spec, "contestant": contestant, "settings": settings, "seed": seed, "lr": rate, "dir": str(directory)})
+    if args.jobs > 1:
+        _close_backends()  # the workers build their own
+    try:
+        done += run_all(jobs, min(args.jobs, max(len(jobs), 1)), compilation_cache_dir(), not args.no_progress)
+    finally:
+        _close_backends()
+
+    names = [contestant.name for contestant in contestants]
+    results, curves = summarise(done, names, rates)
+    title = f"{spec.label}: G={settings.groups} K={settings.group_size}, {settings.tasks} tasks, {args.seeds} seeds, {settings.update}"
+    (work / "table.md").write_text(output.markdown_table(title, results))
+    output.write_json_atomic(work / "table.json", {"title": title, "results": results})
+    output.plot_curves(work / "curves.png", title, curves, "success rate (training rollouts)")
+    time_split = {key: round(sum(r["time"][key] for r in done), 2) for key in ("env_s", "credit_s", "update_s")}
+    compact = {name: {"last": entry["summary"]["last"]["mean"], "auc": entry["summary"]["auc"]["mean"], "lr": entry["lr"]} for name, entry in results.items()}
+    print(json.dumps({"job": "arena", "env": spec.label, "results": compact, "time": time_split, "runs": len(done),
+                      "ran": len(jobs), "wall_s": round(time.time() - started, 2)}))
+    return 0

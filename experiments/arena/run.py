@@ -1,0 +1,115 @@
+"""One arena run: a contestant, a seed and a learning rate, from a uniform table to its last iteration.
+
+A run is a pure function of its settings and seed: the training tasks, every rollout's random stream
+and the random control's noise are all derived from the seed (``np.random.SeedSequence``), and the
+transition cache never changes what an engine would answer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from experiments.arena.contestants import Contestant, advantages_and_diagnostics
+from experiments.arena.play import Episode, TransitionCache, greedy_chooser, sampling_chooser
+from experiments.arena.policy import Decision, TabularPolicy
+from milegpo_jax.credit.rollouts import Group, Step, Trajectory
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    groups: int = 16  # G task groups per iteration
+    group_size: int = 8  # K rollouts per group
+    tasks: int = 16  # the fixed training task set a seed draws (each iteration samples G of them)
+    iterations: int = 20
+    update: str = "pg"
+    ppo_epochs: int = 4
+    clip: float = 0.2
+    reward_scale: float = 1.0  # env reward -> credit reward (credit wants 10 on success)
+
+
+def _streams(seed: int, *path: int) -> np.random.SeedSequence:
+    return np.random.SeedSequence([seed, *path])
+
+
+def training_tasks(num_tasks: int, count: int, seed: int) -> list[int]:
+    """The seed's fixed training tasks: ``count`` distinct train task ids (fewer when the split is small)."""
+    rng = np.random.default_rng(_streams(seed, 0))
+    return sorted(int(t) for t in rng.choice(num_tasks, size=min(count, num_tasks), replace=False))
+
+
+def episodes_to_groups(episodes: list[Episode], group_size: int, reward_scale: float) -> list[Group]:
+    groups = []
+    for start in range(0, len(episodes), group_size):
+        trajectories = []
+        for episode in episodes[start : start + group_size]:
+            steps = tuple(
+                Step(before.state_key, action, after.state_key, after.reward * reward_scale, True, after.milestone)
+                for before, action, after in zip(episode.nodes, episode.actions, episode.nodes[1:])
+            )
+            trajectories.append(Trajectory(steps))
+        groups.append(Group(tuple(trajectories)))
+    return groups
+
+
+def run_once(
+    contestant: Contestant,
+    seed: int,
+    lr: float,
+    settings: RunSettings,
+    cache: TransitionCache,
+    log: Callable[[int, dict], None],
+) -> dict:
+    """Trains one table; ``log(iteration, metrics)`` receives every iteration's record."""
+    policy = TabularPolicy()
+    tasks = training_tasks(cache.backend.num_tasks("train"), settings.tasks, seed)
+    timing = {"env_s": 0.0, "credit_s": 0.0, "update_s": 0.0}
+    curve = []
+    ema = 0.0  # MVPO's success EMA, carried from iteration to iteration (the others ignore it)
+    for iteration in range(1, settings.iterations + 1):
+        pick = np.random.default_rng(_streams(seed, 1, iteration))
+        chosen = pick.choice(len(tasks), size=settings.groups, replace=settings.groups > len(tasks))
+        task_ids = [tasks[int(i)] for i in chosen for _ in range(settings.group_size)]
+        rollout_seeds = [_streams(seed, 2, iteration, r) for r in range(len(task_ids))]
+
+        started = time.perf_counter()
+        episodes = cache.play(task_ids, sampling_chooser(policy, rollout_seeds))
+        greedy = cache.play(tasks, greedy_chooser(policy))
+        timing["env_s"] += time.perf_counter() - started
+
+        started = time.perf_counter()
+        groups = episodes_to_groups(episodes, settings.group_size, settings.reward_scale)
+        noise = np.random.default_rng(_streams(seed, 3, iteration))
+        advantages, diagnostics, ema = advantages_and_diagnostics(contestant, groups, noise, ema)
+        timing["credit_s"] += time.perf_counter() - started
+
+        started = time.perf_counter()
+        decisions = [
+            Decision(before.state_key, before.actions, action, advantage)
+            for group_index, group_advantages in enumerate(advantages)
+            for k, row in enumerate(group_advantages)
+            for before, action, advantage in zip(
+                episodes[group_index * settings.group_size + k].nodes, episodes[group_index * settings.group_size + k].actions, row
+            )
+        ]
+        policy.update(decisions, lr, settings.update, settings.ppo_epochs, settings.clip)
+        timing["update_s"] += time.perf_counter() - started
+
+        success = float(np.mean([episode.won for episode in episodes]))
+        curve.append(success)
+        log(
+            iteration,
+            {
+                "success_rate": success,
+                "greedy_success_rate": float(np.mean([episode.won for episode in greedy])),
+                "mean_steps": float(np.mean([len(episode.actions) for episode in episodes])),
+                "policy_states": len(policy),
+                "credit": diagnostics,
+                "time": dict(timing),
+                "env": dataclasses.asdict(cache.stats),
+            },
+        )
+    return {"success": curve, "time": timing}

@@ -1,0 +1,90 @@
+"""Summary statistics of arena curves (pure): per-run scores, mean ± std over seeds, paired intervals.
+
+* ``last``: success rate of the last iteration's training rollouts;
+* ``auc``: area under the success curve, as the mean over iterations (so it lies in [0, 1]);
+* ``iters_to_50`` / ``iters_to_80``: first iteration whose success rate reaches the level (None if
+  never; the mean is over the runs that reached it, ``reached`` counts them);
+* paired comparison: per seed, contestant minus reference (GiGPO) on ``auc`` and ``last``; the mean
+  difference with a two-sided 95 % Student-t interval over seeds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+LEVELS = (0.5, 0.8)
+# Two-sided 95 % Student-t quantiles t_{0.975, df}, df = 1..30; beyond, the normal-expansion below.
+_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+         2.045, 2.042)
+
+
+def t_quantile_975(df: int) -> float:
+    if df < 1:
+        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964  # Cornish-Fisher expansion around the normal quantile, accurate to 1e-4 for df > 30
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def iterations_to(curve: Sequence[float], level: float) -> int | None:
+    return next((i for i, value in enumerate(curve, 1) if value >= level), None)
+
+
+def run_scores(curve: Sequence[float], greedy: Sequence[float]) -> dict[str, float | int | None]:
+    if not curve:
+        raise ValueError("an empty success curve")
+    scores: dict[str, float | int | None] = {"last": curve[-1], "auc": sum(curve) / len(curve), "greedy_last": greedy[-1]}
+    for level in LEVELS:
+        scores[f"iters_to_{round(level * 100)}"] = iterations_to(curve, level)
+    return scores
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    mean = sum(values) / len(values)
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / (len(values) - 1)) if len(values) > 1 else 0.0
+    return mean, std
+
+
+def paired_interval(differences: Sequence[float]) -> dict[str, float | None]:
+    """Mean of per-seed differences and its 95 % t interval (None bounds with a single seed)."""
+    mean, std = mean_std(differences)
+    n = len(differences)
+    if n < 2:
+        return {"mean": mean, "low": None, "high": None}
+    half = t_quantile_975(n - 1) * std / math.sqrt(n)
+    return {"mean": mean, "low": mean - half, "high": mean + half}
+
+
+def contestant_summary(per_seed: Mapping[int, Mapping[str, float | int | None]]) -> dict:
+    """Mean ± std over seeds of every score (threshold iterations over the runs that reached them)."""
+    summary: dict = {"seeds": len(per_seed)}
+    for name in next(iter(per_seed.values())):
+        values = [scores[name] for scores in per_seed.values() if scores[name] is not None]
+        entry = dict(zip(("mean", "std"), mean_std(values))) if values else {"mean": None, "std": None}
+        if name.startswith("iters_to_"):
+            entry["reached"] = len(values)
+        summary[name] = entry
+    return summary
+
+
+def paired_against(per_seed: Mapping[int, Mapping], reference: Mapping[int, Mapping]) -> dict:
+    seeds = sorted(set(per_seed) & set(reference))
+    if not seeds:
+        return {}
+    return {
+        name: paired_interval([per_seed[s][name] - reference[s][name] for s in seeds]) | {"seeds": len(seeds)}
+        for name in ("auc", "last")
+    }
+
+
+def band(curves: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
+    """Per-iteration mean and standard error over runs (curves of equal length)."""
+    means, errors = [], []
+    for values in zip(*curves):
+        mean, std = mean_std(values)
+        means.append(mean)
+        errors.append(std / math.sqrt(len(values)))
+    return means, errors
