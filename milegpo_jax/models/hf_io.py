@@ -1,4 +1,4 @@
-"""Hugging Face checkpoint directories <-> ``Qwen2`` models.
+"""Hugging Face checkpoint directories <-> ``Qwen2`` models (Qwen2/Qwen2.5, Llama and Qwen3 families).
 
 A checkpoint directory holds ``config.json`` and either ``model.safetensors`` or
 ``model.safetensors.index.json`` with its shards (plus, optionally, tokenizer files: see
@@ -37,9 +37,17 @@ import numpy as np
 from flax import nnx
 
 from milegpo_jax import parallel
-from milegpo_jax.models.qwen2 import ModelConfig, ModelConfigError, Qwen2, abstract_model
+from milegpo_jax.models.qwen2 import (
+    MODEL_TYPES,
+    Llama3RopeScaling,
+    ModelConfig,
+    ModelConfigError,
+    Qwen2,
+    abstract_model,
+)
 
-SUPPORTED_MODEL_TYPES = ("qwen2",)
+SUPPORTED_MODEL_TYPES = MODEL_TYPES
+_ARCHITECTURE_NAMES = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 CONFIG_NAME = "config.json"
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
@@ -60,6 +68,34 @@ class UnsupportedConfigError(CheckpointError):
 # --------------------------------------------------------------------------------------- config.json
 
 
+def _rope_scaling_from_hf(hf: Mapping[str, Any], source: str) -> tuple[float | None, Llama3RopeScaling | None]:
+    """(rope_theta, llama3 scaling or None) from either spelling: ``rope_theta`` + ``rope_scaling``
+    (hub files, transformers 4.x) or ``rope_parameters`` (5.x)."""
+    rope = dict(hf.get("rope_parameters") or {})
+    legacy = dict(hf.get("rope_scaling") or {})
+    scaling = None
+    for name, params in (("rope_parameters", rope), ("rope_scaling", legacy)):
+        kind = params.get("rope_type", params.get("type", "default"))
+        if kind == "default":
+            continue
+        if kind != "llama3":
+            raise UnsupportedConfigError(
+                f"{source}: {name} has rope_type {kind!r}; supported: 'default' and 'llama3'"
+            )
+        keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+        missing = [key for key in keys if key not in params]
+        if missing:
+            raise CheckpointError(f"{source}: {name} of type llama3 lacks {missing}")
+        try:
+            scaling = Llama3RopeScaling(
+                float(params["factor"]), float(params["low_freq_factor"]), float(params["high_freq_factor"]),
+                int(params["original_max_position_embeddings"]),
+            )
+        except ModelConfigError as err:
+            raise CheckpointError(f"{source}: {name}: {err}") from None
+    return hf.get("rope_theta", rope.get("rope_theta")), scaling
+
+
 def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME) -> ModelConfig:
     """``ModelConfig`` (default runtime options) from a parsed config.json; ``source`` names it in errors."""
     model_type = hf.get("model_type")
@@ -76,19 +112,20 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME) -> Model
         )
     if hf.get("hidden_act", "silu") != "silu":
         raise UnsupportedConfigError(f"{source}: hidden_act {hf['hidden_act']!r}; only 'silu' is supported")
-    rope = hf.get("rope_parameters") or {}
-    scaling = hf.get("rope_scaling") or {}
-    for name, params in (("rope_parameters", rope), ("rope_scaling", scaling)):
-        kind = params.get("rope_type", params.get("type", "default"))
-        if kind != "default":
-            raise UnsupportedConfigError(f"{source}: {name} has rope_type {kind!r}; only 'default' RoPE is supported")
-    theta = hf.get("rope_theta", rope.get("rope_theta"))
+    if hf.get("mlp_bias"):
+        raise UnsupportedConfigError(f"{source}: mlp_bias is true; MLP biases are not supported")
+    if (hf.get("pretraining_tp") or 1) != 1:
+        raise UnsupportedConfigError(f"{source}: pretraining_tp {hf['pretraining_tp']}; only 1 is supported")
+    theta, scaling = _rope_scaling_from_hf(hf, source)
     if theta is None:
         raise CheckpointError(f"{source}: neither rope_theta nor rope_parameters.rope_theta is set")
     required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
     missing = [key for key in required if key not in hf]
     if missing:
         raise CheckpointError(f"{source}: missing keys {missing}")
+    # transformers' Qwen2 always has q/k/v biases (its config has no switch); Llama and Qwen3 read
+    # attention_bias, default false.
+    attention_bias = True if model_type == "qwen2" else bool(hf.get("attention_bias", False))
     try:
         return ModelConfig(
             vocab_size=hf["vocab_size"],
@@ -106,6 +143,10 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME) -> Model
             bos_token_id=hf.get("bos_token_id"),
             eos_token_id=hf.get("eos_token_id"),
             pad_token_id=hf.get("pad_token_id"),
+            model_type=model_type,
+            attention_bias=attention_bias,
+            qk_norm=model_type == "qwen3",
+            rope_scaling=scaling,
         )
     except ModelConfigError as err:
         raise CheckpointError(f"{source}: {err}") from None
@@ -113,10 +154,17 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME) -> Model
 
 def config_to_hf(config: ModelConfig) -> dict[str, Any]:
     """config.json contents for ``config`` (weights saved in ``config.param_dtype``)."""
+    if config.model_type == "qwen2" and not config.attention_bias:
+        raise ValueError("a qwen2 checkpoint always has q/k/v biases; use model_type 'llama' without them")
+    if config.qk_norm != (config.model_type == "qwen3"):
+        raise ValueError(f"qk_norm={config.qk_norm} does not fit model_type {config.model_type!r} (only qwen3 has it)")
     eos = list(config.eos_token_id) if isinstance(config.eos_token_id, tuple) else config.eos_token_id
-    return {
-        "architectures": ["Qwen2ForCausalLM"],
-        "model_type": "qwen2",
+    rope = {"rope_type": "default", "rope_theta": config.rope_theta}
+    if config.rope_scaling is not None:
+        rope = {"rope_type": "llama3", "rope_theta": config.rope_theta, **dataclasses.asdict(config.rope_scaling)}
+    hf = {
+        "architectures": [_ARCHITECTURE_NAMES[config.model_type]],
+        "model_type": config.model_type,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
         "intermediate_size": config.intermediate_size,
@@ -129,11 +177,9 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
         "initializer_range": config.initializer_range,
         "rms_norm_eps": config.rms_norm_eps,
         "rope_theta": config.rope_theta,
-        "rope_parameters": {"rope_type": "default", "rope_theta": config.rope_theta},
+        "rope_parameters": rope,
+        "rope_scaling": None if config.rope_scaling is None else {k: v for k, v in rope.items() if k != "rope_theta"},
         "tie_word_embeddings": config.tie_word_embeddings,
-        "use_sliding_window": False,
-        "sliding_window": None,
-        "max_window_layers": config.num_layers,
         "attention_dropout": 0.0,
         "use_cache": True,
         "bos_token_id": config.bos_token_id,
@@ -142,6 +188,13 @@ def config_to_hf(config: ModelConfig) -> dict[str, Any]:
         "torch_dtype": config.param_dtype,
         "dtype": config.param_dtype,
     }
+    if config.model_type == "llama":
+        hf.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
+    else:
+        hf.update(use_sliding_window=False, sliding_window=None, max_window_layers=config.num_layers)
+    if config.model_type == "qwen3":
+        hf.update(attention_bias=config.attention_bias)
+    return hf
 
 
 # ------------------------------------------------------------------------------------ tensor mapping
@@ -160,7 +213,7 @@ class TensorMap:
 
 
 def tensor_maps(config: ModelConfig) -> list[TensorMap]:
-    """Every HF tensor of a Qwen2 checkpoint with ``config``, in HF's order."""
+    """Every HF tensor of a checkpoint with ``config``, in HF's order."""
     d, f, v = config.hidden_size, config.intermediate_size, config.vocab_size
     n, k, h = config.num_heads, config.num_kv_heads, config.head_dim
 
@@ -179,7 +232,7 @@ def tensor_maps(config: ModelConfig) -> list[TensorMap]:
     out_heads = (lambda x: x.T.reshape(n, h, d)), (lambda x: x.reshape(n * h, d).T)
 
     maps = [TensorMap("model.embed_tokens.weight", ("embedding",), None, (v, d), identity, identity)]
-    per_layer = (
+    per_layer = [
         ("input_layernorm.weight", ("input_norm", "scale"), (d,), (identity, identity)),
         ("self_attn.q_proj.weight", ("attn", "q_kernel"), (n * h, d), in_heads(n)),
         ("self_attn.q_proj.bias", ("attn", "q_bias"), (n * h,), bias(n)),
@@ -188,11 +241,17 @@ def tensor_maps(config: ModelConfig) -> list[TensorMap]:
         ("self_attn.v_proj.weight", ("attn", "v_kernel"), (k * h, d), in_heads(k)),
         ("self_attn.v_proj.bias", ("attn", "v_bias"), (k * h,), bias(k)),
         ("self_attn.o_proj.weight", ("attn", "o_kernel"), (d, n * h), out_heads),
+        ("self_attn.q_norm.weight", ("attn", "q_norm", "scale"), (h,), (identity, identity)),
+        ("self_attn.k_norm.weight", ("attn", "k_norm", "scale"), (h,), (identity, identity)),
         ("post_attention_layernorm.weight", ("post_attn_norm", "scale"), (d,), (identity, identity)),
         ("mlp.gate_proj.weight", ("mlp", "gate_kernel"), (f, d), (transpose, transpose)),
         ("mlp.up_proj.weight", ("mlp", "up_kernel"), (f, d), (transpose, transpose)),
         ("mlp.down_proj.weight", ("mlp", "down_kernel"), (d, f), (transpose, transpose)),
-    )
+    ]
+    if not config.attention_bias:
+        per_layer = [row for row in per_layer if not row[0].endswith("_proj.bias")]
+    if not config.qk_norm:
+        per_layer = [row for row in per_layer if row[0] not in ("self_attn.q_norm.weight", "self_attn.k_norm.weight")]
     for i in range(config.num_layers):
         for suffix, sub_path, shape, (to_ours, to_hf) in per_layer:
             path = ("layers", *sub_path) if config.scan_layers else ("layers", i, *sub_path)
@@ -258,7 +317,7 @@ def _check_tensors(maps: list[TensorMap], files: dict[str, Path], handles, confi
     )
     if unexpected:
         raise CheckpointError(
-            f"checkpoint has tensor(s) a Qwen2 model with this config.json does not: {', '.join(unexpected[:5])}"
+            f"checkpoint has tensor(s) a {config.model_type} model with this config.json does not: {', '.join(unexpected[:5])}"
         )
     for m in maps:
         info = handles[files[m.hf_name]].get_slice(m.hf_name)
@@ -307,7 +366,7 @@ def load_pretrained(
     scan_layers: bool = False,
     remat: str = "none",
 ) -> tuple[Qwen2, ModelConfig]:
-    """Load a HF Qwen2/Qwen2.5 checkpoint directory; returns ``(model, config)``.
+    """Load a HF Qwen2/Qwen2.5, Llama or Qwen3 checkpoint directory; returns ``(model, config)``.
 
     ``dtype`` is the parameter dtype (also the compute dtype unless ``compute_dtype`` is given). With a
     ``mesh`` every parameter lands directly in the sharding ``mode``'s rules give it
@@ -396,7 +455,7 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 _ARCH_FIELDS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-    "tie_word_embeddings", "scan_layers",
+    "tie_word_embeddings", "scan_layers", "model_type", "attention_bias", "qk_norm",
 )
 
 

@@ -1,8 +1,12 @@
-"""Qwen2 / Qwen2.5 decoder-only language model in Flax NNX.
+"""The decoder-only language model in Flax NNX: Qwen2/Qwen2.5, Llama and Qwen3 checkpoints.
 
-Architecture (as transformers' ``Qwen2ForCausalLM``): token embedding; per layer RMSNorm ->
-grouped-query attention with q/k/v biases and rotary position embeddings (HF's rotate-half layout) ->
-residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSNorm; LM head tied to the embedding or not.
+Architecture (as transformers' ``Qwen2ForCausalLM``, ``LlamaForCausalLM``, ``Qwen3ForCausalLM``):
+token embedding; per layer RMSNorm -> grouped-query attention with rotary position embeddings (HF's
+rotate-half layout) -> residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSNorm; LM head tied to
+the embedding or not. The three families differ only in ``ModelConfig`` fields (docs/models.md):
+``attention_bias`` (q/k/v biases: Qwen2 yes, Llama and Qwen3 no), ``qk_norm`` (Qwen3's per-head
+RMSNorm of queries and keys before RoPE), ``head_dim`` (explicit in Qwen3) and ``rope_scaling``
+(Llama 3.1's frequency-dependent RoPE scaling). The class keeps its historical name ``Qwen2``.
 
 Parameters are stored in the layout the einsums use (``q_kernel [embed, heads, head_dim]``, ...) and
 carry logical axis names (``milegpo_jax.parallel`` maps them to the mesh). ``ModelConfig`` holds the
@@ -57,12 +61,15 @@ import math
 import flax.struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import nnx
 
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 
 DTYPES = ("float32", "bfloat16", "float16")
 REMAT_POLICIES = ("none", "full", "dots")
+# config.json model_type of each family this module implements
+MODEL_TYPES = ("qwen2", "llama", "qwen3")
 
 
 class ModelConfigError(ValueError):
@@ -70,8 +77,27 @@ class ModelConfigError(ValueError):
 
 
 @dataclasses.dataclass(frozen=True)
+class Llama3RopeScaling:
+    """``rope_scaling`` of type ``llama3``: long wavelengths slowed by ``factor``, short ones kept,
+    a smooth blend in between (as transformers' ``_compute_llama3_parameters``)."""
+
+    factor: float
+    low_freq_factor: float
+    high_freq_factor: float
+    original_max_position_embeddings: int
+
+    def __post_init__(self):
+        if not (self.factor > 0 and 0 < self.low_freq_factor < self.high_freq_factor):
+            raise ModelConfigError(
+                f"llama3 rope_scaling needs factor > 0 and 0 < low_freq_factor < high_freq_factor, got {self}"
+            )
+        if self.original_max_position_embeddings <= 0:
+            raise ModelConfigError(f"llama3 rope_scaling: original_max_position_embeddings must be positive, got {self}")
+
+
+@dataclasses.dataclass(frozen=True)
 class ModelConfig:
-    """Qwen2 architecture (the fields of a Hugging Face ``config.json``) plus runtime options."""
+    """Architecture (the fields of a Hugging Face ``config.json``) plus runtime options."""
 
     vocab_size: int
     hidden_size: int
@@ -88,6 +114,10 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_id: int | tuple[int, ...] | None = None
     pad_token_id: int | None = None
+    model_type: str = "qwen2"  # which HF family config.json names on save
+    attention_bias: bool = True  # q/k/v projection biases (Qwen2)
+    qk_norm: bool = False  # per-head RMSNorm of q and k before RoPE (Qwen3)
+    rope_scaling: Llama3RopeScaling | None = None
     # runtime options (not part of config.json)
     param_dtype: str = "float32"
     dtype: str = "float32"  # compute dtype of activations
@@ -120,6 +150,10 @@ class ModelConfig:
                 raise ModelConfigError(f"{name} must be one of {DTYPES}, got {getattr(self, name)!r}")
         if self.remat not in REMAT_POLICIES:
             raise ModelConfigError(f"remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
+        if self.model_type not in MODEL_TYPES:
+            raise ModelConfigError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
+        if isinstance(self.rope_scaling, dict):  # e.g. from dataclasses.asdict / a config file
+            object.__setattr__(self, "rope_scaling", Llama3RopeScaling(**self.rope_scaling))
         if isinstance(self.eos_token_id, list):
             object.__setattr__(self, "eos_token_id", tuple(self.eos_token_id))  # stay hashable
 
@@ -210,10 +244,27 @@ class RMSNorm(nnx.Module):
         return self.scale[...].astype(x.dtype) * normed.astype(x.dtype)
 
 
-def _rope_tables(positions: jax.Array, head_dim: int, theta: float) -> tuple[jax.Array, jax.Array]:
+def rope_inverse_frequencies(config: ModelConfig) -> np.ndarray:
+    """float32 ``[head_dim // 2]`` rotation frequencies, with llama3 scaling when configured."""
+    h = config.head_dim
+    inv_freq = (1.0 / (config.rope_theta ** (np.arange(0, h, 2, dtype=np.float32) / h))).astype(np.float32)
+    scaling = config.rope_scaling
+    if scaling is None:
+        return inv_freq
+    old_len = scaling.original_max_position_embeddings
+    low_wavelen = old_len / scaling.low_freq_factor
+    high_wavelen = old_len / scaling.high_freq_factor
+    wavelen = 2 * math.pi / inv_freq
+    scaled = np.where(wavelen > low_wavelen, inv_freq / scaling.factor, inv_freq)
+    smooth = (old_len / wavelen - scaling.low_freq_factor) / (scaling.high_freq_factor - scaling.low_freq_factor)
+    blended = (1 - smooth) * scaled / scaling.factor + smooth * scaled
+    medium = (wavelen >= high_wavelen) & (wavelen <= low_wavelen)
+    return np.where(medium, blended, scaled).astype(np.float32)
+
+
+def _rope_tables(positions: jax.Array, inv_freq: np.ndarray) -> tuple[jax.Array, jax.Array]:
     """cos/sin ``[B, T, head_dim]`` in float32, halves duplicated (HF's rotate-half layout)."""
-    inv_freq = 1.0 / (theta ** (jnp.arange(0, head_dim, 2, dtype=jnp.float32) / head_dim))
-    angles = positions.astype(jnp.float32)[..., None] * inv_freq
+    angles = positions.astype(jnp.float32)[..., None] * jnp.asarray(inv_freq)
     angles = jnp.concatenate([angles, angles], axis=-1)
     return jnp.cos(angles), jnp.sin(angles)
 
@@ -232,24 +283,33 @@ class Attention(nnx.Module):
         w, init = config.weights_dtype, _normal(config.initializer_range)
         zeros = jax.nn.initializers.zeros
         self.q_kernel = _param(rngs, init, (d, n, h), w, ("embed", "heads", "head_dim"), stack)
-        self.q_bias = _param(rngs, zeros, (n, h), w, ("heads", "head_dim"), stack)
         self.k_kernel = _param(rngs, init, (d, k, h), w, ("embed", "kv_heads", "head_dim"), stack)
-        self.k_bias = _param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack)
         self.v_kernel = _param(rngs, init, (d, k, h), w, ("embed", "kv_heads", "head_dim"), stack)
-        self.v_bias = _param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack)
         self.o_kernel = _param(rngs, init, (n, h, d), w, ("heads", "head_dim", "embed"), stack)
+        # Absent parameters (not zero ones) where the family has none: nothing to train or save.
+        bias = config.attention_bias
+        self.q_bias = _param(rngs, zeros, (n, h), w, ("heads", "head_dim"), stack) if bias else None
+        self.k_bias = _param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack) if bias else None
+        self.v_bias = _param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack) if bias else None
+        norm = config.qk_norm
+        self.q_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
+        self.k_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
 
     def __call__(self, x, cos, sin, mask, sharding, kv, layer_index, cache_index):
         """x ``[B, T, D]``; mask bool ``[B, T, S]``; kv: ``None`` or the whole cache's (keys, values)."""
         dt = x.dtype
 
-        def project(kernel, bias, axes):
-            y = jnp.einsum("btd,dnh->btnh", x, kernel[...].astype(dt)) + bias[...].astype(dt)
+        def project(kernel, bias, norm, axes):
+            y = jnp.einsum("btd,dnh->btnh", x, kernel[...].astype(dt))
+            if bias is not None:
+                y = y + bias[...].astype(dt)
+            if norm is not None:
+                y = norm(y)
             return constrain(y, ("batch", "seq", axes, "head_dim"), sharding)
 
-        q = _apply_rope(project(self.q_kernel, self.q_bias, "act_heads"), cos, sin)
-        k = _apply_rope(project(self.k_kernel, self.k_bias, "act_kv_heads"), cos, sin)
-        v = project(self.v_kernel, self.v_bias, "act_kv_heads")
+        q = _apply_rope(project(self.q_kernel, self.q_bias, self.q_norm, "act_heads"), cos, sin)
+        k = _apply_rope(project(self.k_kernel, self.k_bias, self.k_norm, "act_kv_heads"), cos, sin)
+        v = project(self.v_kernel, self.v_bias, None, "act_kv_heads")
         if kv is not None:
             all_keys, all_values = kv
             start = (layer_index, 0, cache_index, 0, 0)
@@ -415,7 +475,7 @@ class Qwen2(nnx.Module):
 
         x = jnp.take(self.embedding[...], input_ids, axis=0).astype(cfg.compute_dtype)
         x = constrain(x, ("batch", "seq", "act_embed"), sh)
-        cos, sin = _rope_tables(positions, cfg.head_dim, cfg.rope_theta)
+        cos, sin = _rope_tables(positions, rope_inverse_frequencies(cfg))
         x, kv = self._decoder_stack(x, cos, sin, mask, kv, cache_index)
         hidden = self.final_norm(x)
 

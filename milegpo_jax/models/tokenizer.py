@@ -247,12 +247,18 @@ def build_qwen25_tokenizer(directory: str | os.PathLike, *, force: bool = False)
     return directory
 
 
-def default_tokenizer_dir() -> Path:
-    """Where the built tokenizer is cached by default: ``$MILEGPO_CACHE`` or ``~/.cache/milegpo_jax``."""
+def cache_root() -> Path:
+    """The project's cache directory: ``$MILEGPO_CACHE``, else ``$XDG_CACHE_HOME/milegpo_jax`` or
+    ``~/.cache/milegpo_jax`` (built tokenizers, converted checkpoints)."""
     root = os.environ.get("MILEGPO_CACHE") or os.path.join(
         os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "milegpo_jax"
     )
-    return Path(root) / "tokenizers" / "qwen2.5"
+    return Path(root)
+
+
+def default_tokenizer_dir() -> Path:
+    """Where the built Qwen2.5 tokenizer is cached by default (under ``cache_root()``)."""
+    return cache_root() / "tokenizers" / "qwen2.5"
 
 
 def load_tokenizer(directory: str | os.PathLike | None = None):

@@ -32,13 +32,19 @@ TINY = dict(
 )
 
 
-def make_hf_model(*, tied: bool, seed: int = 0, **overrides):
-    """A random tiny ``Qwen2ForCausalLM`` (fp32, eval mode) with perturbed biases and norm weights."""
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+def make_hf_model(*, tied: bool, seed: int = 0, family: str = "qwen2", **overrides):
+    """A random tiny ``Qwen2ForCausalLM`` / ``LlamaForCausalLM`` / ``Qwen3ForCausalLM`` (fp32, eval
+    mode) with perturbed biases and norm weights (Qwen3's q/k norms included)."""
+    import transformers
 
+    config_class, model_class = {
+        "qwen2": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+        "llama": (transformers.LlamaConfig, transformers.LlamaForCausalLM),
+        "qwen3": (transformers.Qwen3Config, transformers.Qwen3ForCausalLM),
+    }[family]
     torch.manual_seed(seed)
-    config = Qwen2Config(**{**TINY, "tie_word_embeddings": tied, **overrides})
-    model = Qwen2ForCausalLM(config).eval()
+    config = config_class(**{**TINY, "tie_word_embeddings": tied, **overrides})
+    model = model_class(config).eval()
     with torch.no_grad():
         for name, param in model.named_parameters():
             if name.endswith(".bias"):

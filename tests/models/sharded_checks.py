@@ -31,7 +31,8 @@ from jax.sharding import PartitionSpec as P  # noqa: E402
 from transformers import Qwen2ForCausalLM  # noqa: E402
 
 from milegpo_jax.models import load_pretrained, save_pretrained, token_logprobs  # noqa: E402
-from tests.models.helpers import forward, random_ids, torch_logits  # noqa: E402
+from milegpo_jax.sampling import SamplingConfig, generate  # noqa: E402
+from tests.models.helpers import forward, make_hf_model, random_ids, torch_logits  # noqa: E402
 
 if jax.device_count() != 8:
     raise RuntimeError(
@@ -102,6 +103,26 @@ def test_fsdp_tensor_forward_equals_unsharded(hf_checkpoint):
     logits = _jitted_forward(model, ids.shape)(ids)
     assert _laid_out(logits, P("fsdp", None, "tensor"))
     np.testing.assert_allclose(np.asarray(logits), want, atol=1e-5)
+
+
+@pytest.mark.parametrize("family", ["llama", "qwen3"])
+def test_llama_and_qwen3_sharded_train_and_sample(family, tmp_path):
+    """Both families under FSDP x TP (train rules, scanned) and re-laid out for sampling, vs transformers."""
+    torch_model = make_hf_model(tied=family == "llama", seed=6, family=family)
+    torch_model.save_pretrained(tmp_path)
+    ids = random_ids(8, 10)
+    want = torch_logits(torch_model, ids)
+    mesh = parallel.make_mesh(FSDP_TP)
+    model, _ = load_pretrained(tmp_path, mesh=mesh, scan_layers=True)
+    _assert_placed_by_rules(model, mesh, "train")
+    np.testing.assert_allclose(np.asarray(_jitted_forward(model, ids.shape)(ids)), want, atol=1e-4)
+    sampler_model = parallel.shard_model(model, mesh, "sample")
+    _assert_placed_by_rules(sampler_model, mesh, "sample")
+    prompts = [list(row[:6]) for row in ids[:4]]
+    rows = generate(sampler_model, prompts, SamplingConfig(max_new_tokens=6, temperature=0.0)).rows()
+    plain, _ = load_pretrained(tmp_path)
+    plain_rows = generate(plain, prompts, SamplingConfig(max_new_tokens=6, temperature=0.0)).rows()
+    assert [list(r.token_ids) for r in rows] == [list(r.token_ids) for r in plain_rows]
 
 
 def test_kv_heads_replicated_when_tensor_axis_exceeds_them(tied_checkpoint):

@@ -69,8 +69,8 @@ def test_index_names_missing_shard(tied_checkpoint, tmp_path):
 
 
 def test_unknown_model_type(checkpoint):
-    _edit_config(checkpoint, model_type="llama")
-    with pytest.raises(UnsupportedConfigError, match="model_type 'llama'"):
+    _edit_config(checkpoint, model_type="mistral")
+    with pytest.raises(UnsupportedConfigError, match="model_type 'mistral'"):
         load_pretrained(checkpoint)
 
 
