@@ -8,7 +8,7 @@ rollout does: the chat template, the history, the ``<think>``/``<action>`` proje
 invalid-action handling are the trainer's. One episode per task (tasks 0..N-1 of the split, one group
 of size 1 each). Prints one line per episode, then one JSON line: success rate, mean score, share of
 well-formed responses, mean steps, mean prompt/response tokens and generation tokens per second.
-``--transcripts FILE`` writes every prompt and response of every episode as text. docs/models.md
+``--transcripts FILE`` writes every prompt and response of every episode as text. docs/models.md §5
 shows what SmolLM2-135M-Instruct does with it.
 """
 

@@ -1,7 +1,7 @@
 """GGUF (llama.cpp) model files -> Hugging Face tensors, config and tokenizer: the pure part.
 
 No file I/O here: ``import_gguf.py`` reads the file with the ``gguf`` package and writes the
-checkpoint directory. What this module decides (docs/models.md, "GGUF import"):
+checkpoint directory. What this module decides (docs/models.md §3):
 
 * which architectures and tensor types are understood, and the HF name of every GGUF tensor;
 * dequantisation through ``gguf.quants.dequantize`` (numpy), for the types in ``SUPPORTED_TYPES``;

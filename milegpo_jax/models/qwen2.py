@@ -3,7 +3,7 @@
 Architecture (as transformers' ``Qwen2ForCausalLM``, ``LlamaForCausalLM``, ``Qwen3ForCausalLM``):
 token embedding; per layer RMSNorm -> grouped-query attention with rotary position embeddings (HF's
 rotate-half layout) -> residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSNorm; LM head tied to
-the embedding or not. The three families differ only in ``ModelConfig`` fields (docs/models.md):
+the embedding or not. The three families differ only in ``ModelConfig`` fields (docs/models.md §1):
 ``attention_bias`` (q/k/v biases: Qwen2 yes, Llama and Qwen3 no), ``qk_norm`` (Qwen3's per-head
 RMSNorm of queries and keys before RoPE), ``head_dim`` (explicit in Qwen3) and ``rope_scaling``
 (Llama 3.1's frequency-dependent RoPE scaling). The class keeps its historical name ``Qwen2``.

@@ -75,7 +75,7 @@ def test_greedy_decode_matches_transformers_generate(family_checkpoint):
     for prompt, row in zip(prompts, ours):
         with torch.no_grad():
             want = torch_model.generate(
-                torch.tensor([prompt]), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0
+                torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), max_new_tokens=12, do_sample=False, eos_token_id=None, pad_token_id=0
             )[0, len(prompt):].tolist()
         assert list(row.token_ids) == want
 

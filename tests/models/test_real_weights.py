@@ -108,9 +108,11 @@ def test_greedy_32_tokens_equal_transformers_generate(smollm2, reference):
     prompts = [_chat_ids(tok, chat) for chat in CHATS[:2]]
     rows = generate(model, prompts, SamplingConfig(max_new_tokens=32, temperature=0.0)).rows()
     for prompt, row in zip(prompts, rows):
+        # An explicit mask: without one transformers takes every pad id (2 = <|im_end|>, which the chat
+        # prompt contains) for padding and masks it out.
         with torch.no_grad():
             want = torch_model.generate(
-                torch.tensor([prompt]), max_new_tokens=32, do_sample=False, eos_token_id=None, pad_token_id=2
+                torch.tensor([prompt]), attention_mask=torch.ones(1, len(prompt), dtype=torch.long), max_new_tokens=32, do_sample=False, eos_token_id=None, pad_token_id=2
             )[0, len(prompt):].tolist()
         assert list(row.token_ids) == want, (tok.decode(row.token_ids), tok.decode(want))
     assert "Paris" in tok.decode(rows[0].token_ids)
