@@ -1,4 +1,4 @@
-"""Qwen2/Qwen2.5 policy model: Flax NNX port, Hugging Face checkpoint I/O, tokenizer.
+"""The policy model (Qwen2/Qwen2.5, Llama and Qwen3 checkpoints; docs/models.md): Flax NNX port, Hugging Face checkpoint I/O, GGUF import, tokenizer.
 
 Model API (docs/architecture.md §5)::
 
@@ -20,7 +20,9 @@ from milegpo_jax.models.hf_io import (
 )
 from milegpo_jax.models.qwen2 import (
     PRESETS,
+    MODEL_TYPES,
     KVCache,
+    Llama3RopeScaling,
     ModelConfig,
     ModelConfigError,
     Qwen2,
@@ -36,6 +38,8 @@ __all__ = [
     "PRESETS",
     "CheckpointError",
     "KVCache",
+    "Llama3RopeScaling",
+    "MODEL_TYPES",
     "ModelConfig",
     "ModelConfigError",
     "Qwen2",
