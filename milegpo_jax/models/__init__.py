@@ -1,4 +1,5 @@
-"""The policy model (Qwen2/Qwen2.5, Llama and Qwen3 checkpoints; docs/models.md): Flax NNX port, Hugging Face checkpoint I/O, GGUF import, tokenizer.
+"""The policy model: Qwen2/Qwen2.5, Llama and Qwen3 checkpoints in one Flax NNX decoder, Hugging
+Face checkpoint I/O, GGUF import, tokenizers (docs/models.md).
 
 Model API (docs/architecture.md §5)::
 
