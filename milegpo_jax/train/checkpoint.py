@@ -65,6 +65,10 @@ class ConfigMismatchError(CheckpointError):
     """The checkpoint to resume was written under a different config hash."""
 
 
+class CheckpointWriteError(CheckpointError):
+    """A save failed (disk full, no permission); its unfinished directory has been removed."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointMeta:
     iteration: int  # iterations completed when the state was saved
@@ -298,10 +302,28 @@ class Checkpointer:
         *,
         eval_metric: float | None = None,
     ) -> None:
-        """Saves and waits until it is on disk (before exiting on SIGTERM). A checkpoint already
-        written for ``iteration`` counts: only the wait happens then."""
-        self.save(iteration, state, extra, eval_metric=eval_metric)
-        self.wait()
+        """Saves and waits until it is on disk. A checkpoint already written for ``iteration``
+        counts: only the wait happens then. A failed write raises ``CheckpointWriteError`` (one
+        line) after removing what it left behind."""
+        try:
+            self.save(iteration, state, extra, eval_metric=eval_metric)
+            self.wait()
+        except Exception as error:  # orbax wraps the OSError of a full disk in its own types
+            self._failed = True
+            self._remove_unfinished(iteration)
+            reason = _root_cause(error)
+            raise CheckpointWriteError(
+                f"could not write the checkpoint of iteration {iteration} to {self.directory}: {reason}"
+            ) from None
+
+    def _remove_unfinished(self, iteration: int) -> None:
+        # the failed save's temporary directory, or its final one if the failure came after the rename
+        for path in [self.directory / str(iteration), *self.directory.glob(f"{iteration}.orbax-checkpoint-tmp*")]:
+            shutil.rmtree(path, ignore_errors=True)
+        try:
+            self._manager.reload()
+        except Exception:  # noqa: BLE001 - the manager is only re-read for its step list
+            pass
 
     def _at_least_as_good(self, value: float, best: float) -> bool:
         # ties go to the newer checkpoint, as orbax's BestN keeps the newer of equals
@@ -313,6 +335,12 @@ class Checkpointer:
         self._manager.check_for_errors()
 
     def close(self) -> None:
+        if getattr(self, "_failed", False):  # already reported by save_now; do not raise it twice
+            try:
+                self._manager.close()
+            except Exception:  # noqa: BLE001
+                pass
+            return
         self._manager.wait_until_finished()
         self._manager.close()
 
@@ -344,6 +372,20 @@ def _parse_meta(raw: Any, step: int) -> CheckpointMeta:
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"iteration {step}: malformed metadata ({error!r})") from None
+
+
+def _root_cause(error: BaseException) -> str:
+    """The innermost cause of a (chained) exception, in one line: an OSError's strerror and file."""
+    seen = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        inner = error.__cause__ or error.__context__
+        if inner is None:
+            break
+        error = inner
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror}" + (f" ({error.filename})" if error.filename else "")
+    return " ".join(_short(error).split())
 
 
 def _short(error: Exception, limit: int = 300) -> str:
