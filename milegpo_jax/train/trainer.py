@@ -35,7 +35,7 @@ from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.models import load_pretrained
 from milegpo_jax.models.runtime import RuntimeOptions
 from milegpo_jax.models.tokenizer import load_tokenizer
-from milegpo_jax.parallel import make_mesh
+from milegpo_jax.parallel import logical_sharding, make_mesh
 from milegpo_jax.rollout.collector import (
     RolloutBatch,
     collect,
@@ -47,7 +47,7 @@ from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
 from milegpo_jax.train.ppo import UpdateStats, ppo_epoch, ppo_rows, sequence_capacity, with_reference_logprobs
 from milegpo_jax.train.preemption import PreemptionGuard
-from milegpo_jax.train.step import build_train_step, jit_train_step
+from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_shardings
 from milegpo_jax.train.warm_start import warm_start_status, write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)
@@ -113,9 +113,11 @@ class Trainer:
         self.opt_state = self.step.tx.init(self.params)
         if self.mesh is None:
             self.jitted_step = jit_train_step(self.step)
-        else:
-            sharding_of = lambda tree: jax.tree.map(lambda x: x.sharding, tree)  # noqa: E731
-            self.jitted_step = jit_train_step(self.step, sharding_of(self.params), sharding_of(self.opt_state))
+        else:  # parameters by the train rules, Adam moments like their parameters, counts replicated
+            param_shardings, opt_shardings, _ = train_step_shardings(
+                self.step, self.params, logical_sharding(self.mesh, "train"))
+            self.opt_state = jax.device_put(self.opt_state, opt_shardings)
+            self.jitted_step = jit_train_step(self.step, param_shardings, opt_shardings)
         self.policy = SamplerPolicy(
             self.model, self.tokenizer, max_new_tokens=config.sampling.max_new_tokens,
             top_p=config.sampling.top_p, top_k=config.sampling.top_k,
