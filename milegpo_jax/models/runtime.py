@@ -3,7 +3,7 @@
 A checkpoint's ``config.json`` fixes the architecture; these options are chosen per run (the
 ``model`` and ``ppo`` sections of a training config) and must reach every model the trainer builds:
 the policy, the frozen reference, the warm start, the host-local sampling copy, and the program
-``experiments/aot.py`` compiles. ``RuntimeOptions`` is that one object (see docs/training.md).
+``experiments/aot.py`` compiles. ``RuntimeOptions`` is that one object (see docs/training.md §4).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ switches of a call, decided on the host before anything is compiled.
 
 ``plan_generation`` is the one planner: ``generate`` calls it for every batch, and
 ``experiments/aot.py`` calls it with the config's largest batch and prompt to compile the very
-programs the trainer will run (docs/training.md, "Ahead-of-time compilation").
+programs the trainer will run (docs/training.md §8).
 """
 
 from __future__ import annotations

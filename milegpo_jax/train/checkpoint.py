@@ -36,6 +36,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import shutil
 import time
 import warnings
@@ -93,6 +94,22 @@ class _NoMetricWarningFilter(logging.Filter):
 
 
 logging.getLogger("absl").addFilter(_NoMetricWarningFilter())
+
+
+class _QuietSaveErrors(logging.Filter):
+    """While a save is awaited, orbax's own error logs (a traceback per background thread) are
+    dropped: the failure is raised once, as one line, by ``save_now``."""
+
+    def __init__(self):
+        super().__init__()
+        self.active = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.active and record.levelno >= logging.ERROR and "orbax" in record.pathname)
+
+
+_QUIET_SAVES = _QuietSaveErrors()
+logging.getLogger("absl").addFilter(_QUIET_SAVES)
 
 
 def abstract_like(tree: Any) -> Any:
@@ -305,11 +322,13 @@ class Checkpointer:
         """Saves and waits until it is on disk. A checkpoint already written for ``iteration``
         counts: only the wait happens then. A failed write raises ``CheckpointWriteError`` (one
         line) after removing what it left behind."""
+        _QUIET_SAVES.active = True
         try:
             self.save(iteration, state, extra, eval_metric=eval_metric)
             self.wait()
+            _QUIET_SAVES.active = False
         except Exception as error:  # orbax wraps the OSError of a full disk in its own types
-            self._failed = True
+            self._failed = True  # (the filter stays on: late background threads repeat the failure)
             self._remove_unfinished(iteration)
             reason = _root_cause(error)
             raise CheckpointWriteError(
@@ -317,6 +336,10 @@ class Checkpointer:
             ) from None
 
     def _remove_unfinished(self, iteration: int) -> None:
+        try:  # let background writes of the failed save end first, or they recreate what is removed
+            self._manager.wait_until_finished()
+        except Exception:  # noqa: BLE001 - the same failure, already being reported
+            pass
         # the failed save's temporary directory, or its final one if the failure came after the rename
         for path in [self.directory / str(iteration), *self.directory.glob(f"{iteration}.orbax-checkpoint-tmp*")]:
             shutil.rmtree(path, ignore_errors=True)
@@ -385,6 +408,10 @@ def _root_cause(error: BaseException) -> str:
         error = inner
     if isinstance(error, OSError) and error.strerror:
         return f"{error.strerror}" + (f" ({error.filename})" if error.filename else "")
+    text = " ".join(str(error).split())
+    code = re.search(r"os_error_code='?(\d+)", text)  # tensorstore's form of an OSError
+    if code:
+        return f"{os.strerror(int(code.group(1)))} ({type(error).__name__}: {text[:160]}...)"
     return " ".join(_short(error).split())
 
 

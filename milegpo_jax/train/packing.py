@@ -1,4 +1,4 @@
-"""Packing training rows several to a sequence (pure numpy; see docs/training.md, "Packed rows").
+"""Packing training rows several to a sequence (pure numpy; see docs/training.md §3).
 
 A row is one next-token example: ``inputs = ids[:-1]``, ``targets = ids[1:]`` and per-token float
 fields (response mask, behaviour log-probs, the advantage broadcast over the row, ...). Rows are

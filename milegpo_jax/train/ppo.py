@@ -3,7 +3,7 @@ epoch of shuffled mini-batches, each packed (``milegpo_jax.train.packing``) and 
 ``TrainStep`` (``milegpo_jax.train.step``).
 
 A row is one environment step: its prompt tokens, the response tokens the sampler produced with their
-behaviour log-probs, and the step's scalar advantage from the credit engine (docs/training.md).
+behaviour log-probs, and the step's scalar advantage from the credit engine (docs/training.md §3).
 """
 
 from __future__ import annotations

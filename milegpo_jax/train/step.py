@@ -1,6 +1,6 @@
 """The one train step of the project: ``(params, opt_state, batch) -> (params, opt_state, metrics)``.
 
-Every gradient update runs through ``TrainStep`` (docs/training.md, "The train step"): the PPO
+Every gradient update runs through ``TrainStep`` (docs/training.md §2): the PPO
 mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft``,
 ``experiments/sft.py``), the program ``experiments/aot.py`` compiles and the one
 ``experiments/bench/device.py`` times.

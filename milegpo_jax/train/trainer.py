@@ -107,7 +107,7 @@ class Trainer:
         model, self.tokenizer = self._warm_started_policy()
         self.reference = self._reference_policy()
         # The trainer holds the policy as (graphdef, params, opt_state); the jitted step donates the
-        # last two and returns their successors (docs/training.md, "The train step").
+        # last two and returns their successors (docs/training.md §2).
         self.graphdef, self.params = nnx.split(model)
         self.step = build_train_step(config, self.graphdef, self.runtime)
         self.opt_state = self.step.tx.init(self.params)
