@@ -20,8 +20,8 @@ plus causal attention over each row's own length). Ends with one JSON line with
 ``speedup_vs_padded_loop``, ``padding_fraction`` (packed), ``padding_fraction_padded_loop``,
 ``update_tokens_per_s``, ``fraction_of_matmul_flops`` and the row-length distribution.
 
-Run: ``python -m experiments.bench.update [--rounds 3]`` (a few minutes on 2 cores: the warm start and
-the rollout come first).
+Run: ``python -m experiments.bench.update [--rounds 3] [--config.a.b=value ...]`` (a few minutes on 2
+cores: the warm start and the rollout come first; ``--config.sft.epochs=1`` shortens the warm start).
 """
 
 from __future__ import annotations
@@ -184,10 +184,13 @@ def matmul_flops_per_s(tokens: int, hidden: int, out: int, repeats: int = 20) ->
 
 
 def main(argv: list[str] | None = None) -> dict:
+    from milegpo_jax.config import ConfigError, split_config_flags
+
+    overrides, rest = split_config_flags(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds")
     parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(rest)
     if args.rounds < 1:
         print("error: --rounds must be >= 1", file=sys.stderr)
         sys.exit(2)
@@ -197,7 +200,11 @@ def main(argv: list[str] | None = None) -> dict:
     from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
     from milegpo_jax.train.step import build_train_step, jit_train_step
 
-    config = build_config(CONFIG, [f"run.seed={args.seed}", "logging.progress_bar=false"])
+    try:
+        config = build_config(CONFIG, [f"run.seed={args.seed}", "logging.progress_bar=false", *overrides])
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
     ppo = config.ppo
     with tempfile.TemporaryDirectory() as scratch:
         model, tokenizer, generations, advantages = rollout_rows(config, Path(scratch), progress=False)
