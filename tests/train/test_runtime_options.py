@@ -74,7 +74,9 @@ def test_scanned_rematerialised_iteration_equals_the_plain_one(tmp_path):
             value, other = value, scanned_params[("layers", *path[2:])][int(path[1])]
         else:
             other = scanned_params[path]
-        np.testing.assert_allclose(value, other, rtol=1e-5, atol=1e-6, err_msg="/".join(path))
+        # one Adam step moves a weight by ~lr (1e-3) whatever the gradient size, so fp32 rounding of
+        # near-zero gradients shows up as a few 1e-5 (measured max 2e-5); 5e-5 is 5 % of one step
+        np.testing.assert_allclose(value, other, rtol=1e-5, atol=5e-5, err_msg="/".join(path))
         compared += value.size
     assert compared == sum(v.size for v in scanned_params.values())
     ids = jax.numpy.asarray(np.arange(1, 17, dtype=np.int32)[None] % plain.model.config.vocab_size)
