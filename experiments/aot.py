@@ -7,12 +7,14 @@ The TPU compiler that ships with ``jax[tpu]`` (the ``libtpu`` wheel) compiles fo
 description (``jax.experimental.topologies``) without any TPU attached. This lowers and compiles, with
 the mesh and logical-axis rules of ``milegpo_jax.parallel``:
 
-* ``train``: one PPO optimizer step (``milegpo_jax.train.step``: gradients of ``ppo._loss`` over a
-  mini-batch of ``ppo.minibatch_rows`` rows in micro-batches of ``ppo.microbatch_rows``, then clipping +
+* ``train``: the trainer's own PPO step (``milegpo_jax.train.step.build_train_step``: gradients of the
+  PPO loss over the largest mini-batch the trainer can form, ``ppo.minibatch_rows / ppo.microbatch_rows``
+  micro-batches of ``ppo.microbatch_rows`` packed sequences of the longest row's bucket, then clipping +
   AdamW), parameters by the ``train`` rules, parameters and optimizer state donated;
-* ``prefill`` / ``decode``: the sampler's two jitted functions (``milegpo_jax.sampling.sampler``) for
-  one rollout batch (``env.groups_per_iteration * env.group_size`` prompts of ``sampling.max_prompt_tokens``
-  tokens, ``sampling.max_new_tokens`` new ones), parameters by the ``sample`` rules;
+* ``prefill`` / ``decode``: the sampler's two jitted functions (``milegpo_jax.sampling.sampler``) with the
+  shapes ``milegpo_jax.sampling.plan.plan_generation`` gives one rollout batch
+  (``env.groups_per_iteration * env.group_size`` prompts of ``sampling.max_prompt_tokens`` tokens,
+  ``sampling.max_new_tokens`` new ones), parameters by the ``sample`` rules;
 
 and prints each program's per-chip memory (``compiled.memory_analysis()``: arguments, outputs,
 temporaries, generated code) against the chip's HBM. Exit status 0 when everything fits, 1 when a
@@ -50,6 +52,32 @@ LIBTPU_VERSION = "0.0.42.1"  # the libtpu wheel jax[tpu]==0.10.2 pins
 # own out-of-memory message ("exceeds available HBM (15.75G)" on v5e, a little reserved) shows they are GiB.
 HBM_GIB = {"v4": 32, "v5e": 16, "v5p": 95, "v6e": 32}
 WHAT = ("train", "prefill", "decode")
+
+
+@dataclasses.dataclass(frozen=True)
+class TopologyRule:
+    dims: int
+    example: str
+    shapes: tuple[tuple[int, ...], ...] | None = None  # the published slice shapes (2-D generations)
+    max_side: int = 0  # 3-D generations: the largest side and chip count of a slice
+    max_chips: int = 0
+
+
+# Slice shapes from the Cloud TPU docs (cloud.google.com/tpu/docs/{v5e,v5p,v6e}, "supported
+# configurations"): v5e and v6e come in fixed 2-D shapes up to 16x16; v5p is a 3-D torus whose sides
+# are 1, 2 or multiples of 4 (up to 8,960 chips in a 16x20x28 pod).
+_PLANE = ((1, 1), (2, 2), (2, 4), (4, 4), (4, 8), (8, 8), (8, 16), (16, 16))
+TOPOLOGY_RULES = {
+    "v5e": TopologyRule(2, "v5e:4x4", shapes=_PLANE),
+    "v5p": TopologyRule(3, "v5p:2x2x2", max_side=28, max_chips=8960),
+    "v6e": TopologyRule(2, "v6e:2x2", shapes=_PLANE),
+}
+TOPOLOGY_EXAMPLES = ("v5e:4x4", "v5p:2x2x2", "v6e:2x2")
+# Known generations this tool cannot compile for, and why
+UNSUPPORTED = {
+    "v4": "libtpu describes a v4 slice with one device per TensorCore, and jax builds meshes for TPU v4 "
+          "and later only with one device per chip (megacore), so no mesh can be made; use v5e, v5p or v6e",
+}
 EXIT_DOES_NOT_FIT = 1
 EXIT_USAGE = 2
 
@@ -100,7 +128,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     overrides, rest = split_config_flags(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="experiments/configs/NAME.py[:arg]")
-    parser.add_argument("--topology", required=True, help="TPU topology, e.g. v5e:4x4, v5p:4x4x4, v4:2x2x2, v6e:2x2")
+    parser.add_argument("--topology", required=True, help=f"TPU topology, e.g. {', '.join(TOPOLOGY_EXAMPLES)}")
     parser.add_argument("--model", help="model preset (overrides the config's shape), e.g. qwen2.5-7b")
     parser.add_argument("--what", default=",".join(WHAT), help=f"comma-separated subset of {','.join(WHAT)}")
     parser.add_argument("--mesh", help="data,fsdp,tensor sizes (one may be -1), e.g. 1,-1,4; default: config.mesh")
@@ -112,10 +140,34 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
 
 
 def hbm_gib(topology: str) -> tuple[str, int]:
-    generation = topology.split(":", 1)[0].lower()
-    if generation not in HBM_GIB:
-        raise AotError(f"--topology {topology!r}: unknown TPU generation {generation!r}; known: {', '.join(HBM_GIB)}")
+    generation = check_topology(topology)[0]
     return generation, HBM_GIB[generation]
+
+
+def check_topology(topology: str) -> tuple[str, tuple[int, ...]]:
+    """``(generation, chip grid)`` of a topology name that ``TOPOLOGY_RULES`` allows, else AotError
+    (checked before libtpu sees it: libtpu aborts the process on a grid it cannot build)."""
+    match = re.fullmatch(r"([a-z0-9]+):(\d+(?:x\d+)*)", topology.strip().lower())
+    if not match:
+        raise AotError(f"--topology {topology!r}: expected GENERATION:AxB[xC], e.g. {', '.join(TOPOLOGY_EXAMPLES)}")
+    generation, grid = match.group(1), tuple(int(n) for n in match.group(2).split("x"))
+    if generation in UNSUPPORTED:
+        raise AotError(f"--topology {topology!r}: not supported: {UNSUPPORTED[generation]}")
+    if generation not in TOPOLOGY_RULES:
+        raise AotError(f"--topology {topology!r}: unknown TPU generation {generation!r}; known: {', '.join(TOPOLOGY_RULES)}")
+    rule = TOPOLOGY_RULES[generation]
+    if len(grid) != rule.dims:
+        raise AotError(f"--topology {topology!r}: {generation} slices are {rule.dims}-D grids, e.g. {rule.example}")
+    if rule.shapes is not None and grid not in rule.shapes:
+        shapes = ", ".join("x".join(map(str, shape)) for shape in rule.shapes)
+        raise AotError(f"--topology {topology!r}: {generation} slices come in {shapes}")
+    if rule.shapes is None:
+        chips = math.prod(grid)
+        bad = [n for n in grid if not (n in (1, 2) or n % 4 == 0) or n > rule.max_side]
+        if bad or chips > rule.max_chips:
+            raise AotError(f"--topology {topology!r}: {generation} grids have sides of 1, 2 or a multiple of 4 up to "
+                           f"{rule.max_side}, at most {rule.max_chips} chips, e.g. {rule.example}")
+    return generation, grid
 
 
 def preset_for_name(name: str) -> str | None:
@@ -163,6 +215,15 @@ def model_config(config, model: str | None, dtype: str):
         "the config names no model shape (model.preset, model.hf_checkpoint, model.architecture are unset): "
         f"pass --model PRESET ({', '.join(sorted(PRESETS))})"
     )
+
+
+def runtime_options(config, model_cfg, args):
+    """The run's ``RuntimeOptions`` with this command's dtypes and ``--logits-chunk``."""
+    from milegpo_jax.models.runtime import RuntimeOptions
+
+    chunk = args.logits_chunk if args.logits_chunk is not None else config.ppo.logits_chunk
+    return dataclasses.replace(RuntimeOptions.from_config(config), param_dtype=model_cfg.param_dtype,
+                               compute_dtype=model_cfg.dtype, logits_chunk=int(chunk))
 
 
 def mesh_config(text: str | None, default):
@@ -278,28 +339,32 @@ def with_shardings(abstract, shardings):
     return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
 
 
-def train_program(config, model_cfg, mesh, hbm: int, logits_chunk: int | None) -> Report:
-
-    from milegpo_jax.parallel import logical_sharding
+def train_step_program(config, graphdef, runtime):
+    """The trainer's PPO step for ``config`` (``build_train_step``) and the largest mini-batch it can
+    meet: ``(step, (micro-batches, sequences per micro-batch, positions))``."""
     from milegpo_jax.shapes import bucket_size
-    from milegpo_jax.train.optim import make_optimizer
-    from milegpo_jax.train.step import (
-        TrainStep,
-        batch_shapes,
-        jit_train_step,
-        train_step_shardings,
-    )
+    from milegpo_jax.train.ppo import MIN_SEQUENCE
+    from milegpo_jax.train.step import build_train_step
+
+    ppo = config.ppo
+    # packed sequences hold the longest possible row: prompt + response - 1 positions, bucketed as
+    # ppo.sequence_capacity does; at worst every row needs its own sequence
+    length = bucket_size(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1, MIN_SEQUENCE)
+    shape = (ppo.minibatch_rows // ppo.microbatch_rows, ppo.microbatch_rows, length)
+    return build_train_step(config, graphdef, runtime), shape
+
+
+def train_program(config, model_cfg, mesh, hbm: int, runtime) -> Report:
+    from milegpo_jax.parallel import logical_sharding
+    from milegpo_jax.train.step import batch_shapes, jit_train_step, train_step_shardings
 
     sharding = logical_sharding(mesh, "train")
     graphdef, params, param_shardings = abstract_params(model_cfg, sharding)
-    ppo = config.ppo
-    step = TrainStep(graphdef, make_optimizer(config.optim), ppo.loss_config(), ppo.microbatch_rows, logits_chunk)
+    step, (micro, rows, length) = train_step_program(config, graphdef, runtime)
     _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
     opt_state = with_shardings(abstract_opt, opt_shardings)
-    # the longest packed row: prompt + response - 1 tokens, bucketed as ppo.pack_rows does
-    length = bucket_size(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1, 16)
-    batch = batch_shapes(ppo.minibatch_rows, length, sharding)
-    report = Report("train", f"{ppo.minibatch_rows} rows x {length} tokens, micro-batches of {ppo.microbatch_rows}")
+    batch = batch_shapes(step.loss.keys, micro, rows, length, sharding)
+    report = Report("train", f"{micro} micro-batches x {rows} sequences x {length} tokens")
     # A lower bound without compiling: parameters, optimizer state and the summed gradients (parameter-sized)
     # are all alive at the update.
     state_bytes = per_chip_bytes((params, opt_state)) + per_chip_bytes(params)
@@ -322,15 +387,8 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[
 
     from milegpo_jax.parallel import logical_sharding
     from milegpo_jax.sampling.config import SamplingConfig
-    from milegpo_jax.sampling.sampler import (
-        _Controls,
-        _decode,
-        _prefill,
-        _Switches,
-        next_power_of_two,
-        prefill_chunk_length,
-        prompt_bucket,
-    )
+    from milegpo_jax.sampling.plan import plan_generation
+    from milegpo_jax.sampling.sampler import Controls, decode, prefill
     from milegpo_jax.sampling.stopping import build_stop_table
 
     sharding = logical_sharding(mesh, "sample")
@@ -338,14 +396,11 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[
     sampling = config.sampling
     budget = sampling.max_new_tokens
     # as the trainer's SamplerPolicy: the cache holds the longest prompt plus the budget
-    defaults = SamplingConfig(max_new_tokens=budget, max_cache_len=sampling.max_prompt_tokens + budget)
+    rollout = SamplingConfig(max_new_tokens=budget, max_cache_len=sampling.max_prompt_tokens + budget,
+                             temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
     rows = config.env.groups_per_iteration * config.env.group_size
-    batch = next_power_of_two(rows)
-    bucket = prompt_bucket(sampling.max_prompt_tokens, budget, defaults.max_cache_len)
-    switches = _Switches(
-        greedy=sampling.temperature == 0, top_k=sampling.top_k, use_top_p=sampling.top_p < 1.0, budget=budget,
-        prefill_chunk=prefill_chunk_length(batch, bucket, defaults.prefill_chunk_tokens),
-    )
+    plan = plan_generation(rows, sampling.max_prompt_tokens, rollout, rollout.max_cache_len)
+    batch, bucket, switches = plan.batch, plan.bucket, plan.switches
 
     def struct(shape, dtype, axes):
         return jax.ShapeDtypeStruct(shape, dtype, sharding=sharding.named(axes, shape))
@@ -355,7 +410,7 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[
     # stop strings ("</action>") become a few short token sequences; their ids do not change the shapes
     stops = build_stop_table(eos_ids, [(1, 2, 3, 4), (5, 6, 7), (8, 9, 10)])
     key = jax.eval_shape(lambda: jax.random.key(0))
-    controls = _Controls(
+    controls = Controls(
         temperature=struct((), np.float32, ()),
         top_p=struct((), np.float32, ()),
         stops=jax.tree.map(lambda x: struct(x.shape, x.dtype, (None,) * x.ndim), stops),
@@ -368,7 +423,7 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[
     prefill_report = Report("prefill", shapes)
     compiled = compile_program(
         prefill_report,
-        lambda: _prefill.lower(params, ids, ids, controls, graphdef=graphdef, switches=switches),
+        lambda: prefill.lower(params, ids, ids, controls, graphdef=graphdef, switches=switches),
         hbm,
     )
     if compiled is None:
@@ -381,12 +436,12 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[
             decode_report.error = "not compiled: the prefill that makes its input did not compile"
         else:
             abstract_state = jax.eval_shape(
-                functools.partial(_prefill, graphdef=graphdef, switches=switches), params, ids, ids, controls
+                functools.partial(prefill, graphdef=graphdef, switches=switches), params, ids, ids, controls
             )
             state = with_shardings(abstract_state, compiled.output_shardings)
             if compile_program(
                 decode_report,
-                lambda: _decode.lower(params, state, controls, graphdef=graphdef, switches=switches),
+                lambda: decode.lower(params, state, controls, graphdef=graphdef, switches=switches),
                 hbm,
             ) is None:
                 decode_report.arguments = per_chip_bytes((params, state, controls))
@@ -437,8 +492,7 @@ def run(args, overrides) -> tuple[dict, bool]:
 
     reports = []
     if "train" in what:
-        chunk = (args.logits_chunk if args.logits_chunk is not None else config.ppo.logits_chunk) or None  # 0: none
-        reports.append(train_program(config, model_cfg, mesh, hbm, chunk))
+        reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args)))
     if "prefill" in what or "decode" in what:
         reports += sampler_programs(config, model_cfg, mesh, hbm, set(what))
 

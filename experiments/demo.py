@@ -17,7 +17,7 @@ import sys
 import time
 from pathlib import Path
 
-from experiments.train import build_config
+from experiments.train import build_config, run_trainer
 from milegpo_jax.config import ConfigError, split_config_flags
 from milegpo_jax.train.logging import read_metrics
 
@@ -36,10 +36,9 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     from experiments.plot import main as plot
-    from milegpo_jax.train.trainer import Trainer
 
     start = time.time()
-    Trainer(config, args.workdir).run()
+    run_trainer(config, args.workdir)
     records = read_metrics(Path(args.workdir) / "metrics.jsonl")
     evals = [(r["iteration"], r["eval/eval_id/success_rate"]) for r in records if r.get("eval/eval_id/success_rate") is not None]
     before, after = evals[0][1], evals[-1][1]

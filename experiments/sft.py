@@ -11,7 +11,8 @@ collector prompts them. ``sft.epochs``, ``sft.learning_rate`` and ``sft.batch_ro
 Writes DIR as a Hugging Face checkpoint (config.json, safetensors, tokenizer files) that
 ``--config.model.hf_checkpoint=DIR`` trains from, the loss per step in ``DIR/sft_history.jsonl``, and
 ends with one JSON line of figures. The trainer runs the same warm start itself when ``sft.episodes``
-is set (``milegpo_jax.train.warm_start``).
+is set (``milegpo_jax.train.warm_start``); both update through the project's one train step
+(``milegpo_jax.train.step.TrainStep`` with the SFT loss, optimizer from ``make_optimizer``).
 """
 
 from __future__ import annotations
@@ -68,11 +69,14 @@ def main(argv: list[str] | None = None) -> dict:
     if (out / "config.json").exists():
         print(f"error: {out} already holds a checkpoint; choose another --out", file=sys.stderr)
         sys.exit(2)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        print(f"error: {out} exists and is not an empty directory; choose another --out", file=sys.stderr)
+        sys.exit(2)
 
     from milegpo_jax.train.warm_start import write_warm_start
 
     start = time.time()
-    out.mkdir(parents=True, exist_ok=True)
+    # out appears only when complete (written to a temporary sibling, then renamed)
     with tempfile.TemporaryDirectory() as scratch:  # a new word tokenizer is built here, then copied to out
         history = write_warm_start(config, out, tokenizer_dir=scratch, demonstrations=demonstrations)
     with open(out / "sft_history.jsonl", "w", encoding="utf-8") as file:

@@ -32,6 +32,22 @@ def build_config(config_path: str, overrides: list[str]) -> TrainConfig:
     return load_config(apply_overrides(load_config_file(config_path), overrides))
 
 
+def run_trainer(config: TrainConfig, workdir) -> dict:
+    """``Trainer(config, workdir).run()``; a work directory that cannot be written exits 2 and a
+    checkpoint that cannot be saved (disk full) exits 1, each with one line."""
+    from milegpo_jax.train.checkpoint import CheckpointWriteError
+    from milegpo_jax.train.trainer import Trainer, WorkdirError
+
+    try:
+        return Trainer(config, workdir).run()
+    except WorkdirError as error:  # a bad --workdir: nothing was written
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
+    except CheckpointWriteError as error:  # the run stops at the failing save
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(1)
+
+
 def main(argv: list[str] | None = None) -> dict:
     args, overrides = parse_args(argv)
     try:
@@ -46,10 +62,8 @@ def main(argv: list[str] | None = None) -> dict:
     if config.distributed.enabled:  # before anything else touches JAX
         d = config.distributed
         initialize_multihost(d.coordinator_address, d.num_processes, d.process_id, auto=d.auto)
-    from milegpo_jax.train.trainer import Trainer
-
     start = time.time()
-    summary = Trainer(config, args.workdir).run()
+    summary = run_trainer(config, args.workdir)
     summary["wall_s"] = round(time.time() - start, 1)
     if multihost.is_lead():
         print(json.dumps(summary))

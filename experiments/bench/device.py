@@ -13,9 +13,9 @@ compiles it:
    must read all weights and the KV cache of the context so far from memory, so
    ``tokens/s <= batch * bandwidth / (weight bytes + KV bytes per step)`` with the KV bytes at the mean
    context ``prompt + new_tokens / 2`` (``2 * layers * batch * context * kv_heads * head_dim`` values).
-2. Train: one PPO optimizer step (``milegpo_jax.train.ppo.ppo_update``: forward + backward over
-   ``--train-microbatch`` row micro-batches of ``--train-seq`` tokens, gradient accumulation, then
-   clipped AdamW) over ``--train-rows`` full-length rows; parameters in ``--train-param-dtype``
+2. Train: one PPO optimizer step (the trainer's ``milegpo_jax.train.step.TrainStep``, jitted with
+   parameters and optimizer state donated: forward + backward over ``--train-microbatch`` row
+   micro-batches of ``--train-seq`` tokens in a ``lax.scan``, gradient accumulation, then clipped AdamW) over ``--train-rows`` full-length rows; parameters in ``--train-param-dtype``
    (float32 master weights), compute in ``--dtype``. Model FLOPs per step, as in PaLM (Chowdhery et
    al. 2022, appendix B) with the attention term halved for the causal mask:
    ``6 * N * tokens + 6 * layers * heads * head_dim * seq * tokens``, with ``N`` the parameters that
@@ -222,43 +222,48 @@ def _bench_train(args) -> dict:
     from milegpo_jax.models import init_model
     from milegpo_jax.train.loss import PPOLossConfig
     from milegpo_jax.train.optim import make_optimizer
-    from milegpo_jax.train.ppo import ppo_update
+    from milegpo_jax.train.packing import micro_batch_shape
+    from milegpo_jax.train.step import PPOLoss, TrainStep, jit_train_step
 
     config = _model_config(args, args.train_param_dtype)
-    model = init_model(config, seed=args.seed)
-    optimizer = nnx.Optimizer(model, make_optimizer(OptimSection()), wrt=nnx.Param)
+    graphdef, params = nnx.split(init_model(config, seed=args.seed))
+    # the trainer's step (build_train_step makes the same TrainStep from a TrainConfig)
+    step = TrainStep(graphdef, make_optimizer(OptimSection()), PPOLoss(PPOLossConfig(), args.logits_chunk))
+    opt_state = step.tx.init(params)
+    jitted = jit_train_step(step)
     rng = np.random.default_rng(args.seed)
     rows, seq = args.train_rows, args.train_seq
+    micro, per_micro = micro_batch_shape(rows, args.train_microbatch)
+    if micro * per_micro != rows:
+        raise SystemExit(f"error: --train-rows {rows} must be a multiple of --train-microbatch {args.train_microbatch}")
     ids = rng.integers(0, config.vocab_size, (rows, seq + 1), dtype=np.int32)
     response = np.zeros((rows, seq), np.float32)
     response[:, seq // 2 :] = 1.0  # a prompt half and a response half; every position is a real token
     uniform = np.full((rows, seq), -math.log(config.vocab_size), np.float32)
-    batch = {
+    host = {
         "inputs": ids[:, :-1],
         "targets": ids[:, 1:],
-        "attention_mask": np.ones((rows, seq), np.int32),
+        "attention_mask": np.ones((rows, seq), np.int32),  # full rows: one segment each
         "response_mask": response,
         "old_logprobs": uniform,
-        "advantages": rng.standard_normal(rows).astype(np.float32),
+        "ref_logprobs": uniform,
+        "advantages": np.repeat(rng.standard_normal((rows, 1)).astype(np.float32), seq, axis=1),
     }
+    batch = {k: jax.device_put(v.reshape(micro, per_micro, seq)) for k, v in host.items()}
+    state = {"params": params, "opt_state": opt_state}
 
-    def step():
-        history = ppo_update(
-            model, optimizer, batch, uniform, PPOLossConfig(), minibatch_rows=rows,
-            microbatch_rows=args.train_microbatch, rng=rng, chunk_size=args.logits_chunk,
-        )
-        jax.block_until_ready(nnx.state(model))
-        return history
+    def one_step():
+        state["params"], state["opt_state"], metrics = jitted(state["params"], state["opt_state"], batch)
+        return float(metrics["loss"])  # a host value: the step has finished
 
-    compile_s = _timed(step)
-    times, histories = [], []
+    compile_s = _timed(one_step)
+    times, losses = [], []
     for _ in range(args.train_steps):
         start = time.perf_counter()
-        histories.append(step())
+        losses.append(one_step())
         times.append(time.perf_counter() - start)
-    loss = histories[-1][-1]["loss"]
-    if not math.isfinite(loss):
-        raise RuntimeError(f"PPO loss is not finite: {loss}")
+    if not math.isfinite(losses[-1]):
+        raise RuntimeError(f"PPO loss is not finite: {losses[-1]}")
     return {"train_step_s": statistics.median(times), "train_compile_and_first_step_s": compile_s}
 
 

@@ -365,14 +365,21 @@ def load_pretrained(
     mode: str = "train",
     scan_layers: bool = False,
     remat: str = "none",
+    runtime=None,
 ) -> tuple[Qwen2, ModelConfig]:
     """Load a HF Qwen2/Qwen2.5, Llama or Qwen3 checkpoint directory; returns ``(model, config)``.
+
+    ``runtime``: a ``milegpo_jax.models.runtime.RuntimeOptions``; when given it replaces ``dtype``,
+    ``compute_dtype``, ``scan_layers`` and ``remat``.
 
     ``dtype`` is the parameter dtype (also the compute dtype unless ``compute_dtype`` is given). With a
     ``mesh`` every parameter lands directly in the sharding ``mode``'s rules give it
     (``milegpo_jax.parallel``) and the model constrains its activations by the same rules; without
     one, everything goes to the default device.
     """
+    if runtime is not None:
+        dtype, compute_dtype = runtime.param_dtype, runtime.compute_dtype
+        scan_layers, remat = runtime.scan_layers, runtime.remat
     directory = Path(path)
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")

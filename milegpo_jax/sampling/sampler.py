@@ -9,7 +9,9 @@ How a call runs:
 1. Host: prompts are checked (non-empty, ids inside the vocabulary, prompt + budget within the cache
    limit) and left-padded to a power-of-two length bucket (at least ``MIN_PROMPT_BUCKET``); the batch
    is padded to a power of two with rows that are finished from the start. A new prompt length or
-   batch size therefore recompiles only when it crosses a bucket.
+   batch size therefore recompiles only when it crosses a bucket. These shapes and the compile-time
+   switches come from ``milegpo_jax.sampling.plan.plan_generation``, the planner ``experiments/aot.py``
+   uses too.
 2. ``prefill`` (jit): the padded batch through the model in chunks of prompt positions (a
    ``lax.scan``; ``config.prefill_chunk_tokens`` bounds the attention scores held at once), writing the
    KV cache (``bucket + budget`` slots), the LM head on the last position only, and the first token
@@ -40,6 +42,14 @@ from milegpo_jax.models.qwen2 import KVCache, Qwen2
 from milegpo_jax.parallel import LogicalSharding, constrain
 from milegpo_jax.sampling.config import SamplingConfig, SamplingError
 from milegpo_jax.sampling.logits import choose_tokens
+from milegpo_jax.sampling.plan import (  # noqa: F401 - MIN_PROMPT_BUCKET.. stay importable from here
+    MIN_PROMPT_BUCKET,
+    Switches,
+    next_power_of_two,
+    plan_generation,
+    prefill_chunk_length,
+    prompt_bucket,
+)
 from milegpo_jax.sampling.stopping import (
     EOS,
     FINISH_REASONS,
@@ -53,9 +63,6 @@ from milegpo_jax.sampling.stopping import (
     matches_stop,
     push_token,
 )
-
-MIN_PROMPT_BUCKET = 16  # short prompts share one compiled shape
-
 
 # --------------------------------------------------------------------------------------- results
 
@@ -99,42 +106,11 @@ class Generation:
         return [self.row(i) for i in range(len(self))]
 
 
-# ---------------------------------------------------------------------------------- shape planning
-
-
-def next_power_of_two(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
-
-
-def prefill_chunk_length(batch: int, bucket: int, chunk_tokens: int) -> int:
-    """Prompt tokens per row in one prefill step: ``chunk_tokens`` over the batch, as a power of two,
-    at most the bucket."""
-    per_row = max(1, chunk_tokens // batch)
-    return min(1 << (per_row.bit_length() - 1), bucket)
-
-
-def prompt_bucket(longest_prompt: int, budget: int, max_cache_len: int) -> int:
-    """Padded prompt length: the next power of two (at least ``MIN_PROMPT_BUCKET``), but never so
-    long that ``bucket + budget`` exceeds ``max_cache_len`` (callers check the prompt itself fits)."""
-    return min(max(MIN_PROMPT_BUCKET, next_power_of_two(longest_prompt)), max_cache_len - budget)
-
-
 # ------------------------------------------------------------------------------ jitted prefill/decode
 
 
-@dataclasses.dataclass(frozen=True)
-class _Switches:
-    """Compile-time choices (a change recompiles); everything else is a runtime value."""
-
-    greedy: bool
-    top_k: int
-    use_top_p: bool
-    budget: int
-    prefill_chunk: int  # prompt tokens per row in one prefill step
-
-
 @flax.struct.dataclass
-class _Controls:
+class Controls:
     """Runtime inputs that stay fixed during a call."""
 
     temperature: jax.Array  # [] float32
@@ -173,7 +149,7 @@ def _placed(state: DecodeState, sharding: LogicalSharding | None) -> DecodeState
     )
 
 
-def _record_next_token(state: DecodeState, logits: jax.Array, controls: _Controls, switches: _Switches):
+def _record_next_token(state: DecodeState, logits: jax.Array, controls: Controls, switches: Switches):
     """Choose each row's next token from ``logits [B, V]``, write it, and update who has finished."""
     token, policy_logprob, sampling_logprob = choose_tokens(
         logits.astype(jnp.float32),
@@ -216,7 +192,7 @@ def _record_next_token(state: DecodeState, logits: jax.Array, controls: _Control
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "switches"))
-def _prefill(params, prompt_ids, prompt_mask, controls: _Controls, *, graphdef, switches: _Switches):
+def prefill(params, prompt_ids, prompt_mask, controls: Controls, *, graphdef, switches: Switches):
     model = nnx.merge(graphdef, params)
     batch, bucket = prompt_ids.shape
     cache = model.init_cache(batch, bucket + switches.budget)
@@ -254,7 +230,7 @@ def _prefill(params, prompt_ids, prompt_mask, controls: _Controls, *, graphdef, 
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "switches"), donate_argnames=("state",))
-def _decode(params, state: DecodeState, controls: _Controls, *, graphdef, switches: _Switches):
+def decode(params, state: DecodeState, controls: Controls, *, graphdef, switches: Switches):
     model = nnx.merge(graphdef, params)
 
     def unfinished(state):
@@ -378,33 +354,26 @@ def generate(
         )
     key = _as_key(key, config)
 
-    batch = next_power_of_two(len(prompts))
-    bucket = prompt_bucket(longest, budget, cache_limit)
+    plan = plan_generation(len(prompts), longest, config, cache_limit)
+    batch, bucket, switches = plan.batch, plan.bucket, plan.switches
     ids, mask = _left_padded(prompts, batch, bucket)
     padded_budgets = np.zeros(batch, np.int32)
     padded_budgets[: len(prompts)] = row_budgets
     sharding = model.sharding
     stops = build_stop_table(config.eos_ids, config.stop_sequences)
-    controls = _Controls(
+    controls = Controls(
         temperature=_put(np.float32(config.temperature or 1.0), sharding, ()),
         top_p=_put(np.float32(config.top_p), sharding, ()),
         stops=jax.tree.map(lambda x: _put(x, sharding, (None,) * x.ndim), stops),
         row_budgets=_put(padded_budgets, sharding, ("batch",)),
         key=key if sharding is None else jax.device_put(key, sharding.named(())),
     )
-    switches = _Switches(
-        greedy=config.greedy,
-        top_k=config.top_k,
-        use_top_p=config.top_p < 1.0,
-        budget=budget,
-        prefill_chunk=prefill_chunk_length(batch, bucket, config.prefill_chunk_tokens),
-    )
     graphdef, params = nnx.split(model)
-    state = _prefill(
+    state = prefill(
         params, _put(ids, sharding, ("batch", "seq")), _put(mask, sharding, ("batch", "seq")), controls,
         graphdef=graphdef, switches=switches,
     )
-    state = _decode(params, state, controls, graphdef=graphdef, switches=switches)
+    state = decode(params, state, controls, graphdef=graphdef, switches=switches)
     return _to_generation(state, len(prompts))
 
 

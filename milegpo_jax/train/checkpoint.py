@@ -36,6 +36,7 @@ import dataclasses
 import logging
 import math
 import os
+import re
 import shutil
 import time
 import warnings
@@ -65,6 +66,10 @@ class ConfigMismatchError(CheckpointError):
     """The checkpoint to resume was written under a different config hash."""
 
 
+class CheckpointWriteError(CheckpointError):
+    """A save failed (disk full, no permission); its unfinished directory has been removed."""
+
+
 @dataclasses.dataclass(frozen=True)
 class CheckpointMeta:
     iteration: int  # iterations completed when the state was saved
@@ -89,6 +94,22 @@ class _NoMetricWarningFilter(logging.Filter):
 
 
 logging.getLogger("absl").addFilter(_NoMetricWarningFilter())
+
+
+class _QuietSaveErrors(logging.Filter):
+    """While a save is awaited, orbax's own error logs (a traceback per background thread) are
+    dropped: the failure is raised once, as one line, by ``save_now``."""
+
+    def __init__(self):
+        super().__init__()
+        self.active = False
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.active and record.levelno >= logging.ERROR and "orbax" in record.pathname)
+
+
+_QUIET_SAVES = _QuietSaveErrors()
+logging.getLogger("absl").addFilter(_QUIET_SAVES)
 
 
 def abstract_like(tree: Any) -> Any:
@@ -298,10 +319,34 @@ class Checkpointer:
         *,
         eval_metric: float | None = None,
     ) -> None:
-        """Saves and waits until it is on disk (before exiting on SIGTERM). A checkpoint already
-        written for ``iteration`` counts: only the wait happens then."""
-        self.save(iteration, state, extra, eval_metric=eval_metric)
-        self.wait()
+        """Saves and waits until it is on disk. A checkpoint already written for ``iteration``
+        counts: only the wait happens then. A failed write raises ``CheckpointWriteError`` (one
+        line) after removing what it left behind."""
+        _QUIET_SAVES.active = True
+        try:
+            self.save(iteration, state, extra, eval_metric=eval_metric)
+            self.wait()
+            _QUIET_SAVES.active = False
+        except Exception as error:  # orbax wraps the OSError of a full disk in its own types
+            self._failed = True  # (the filter stays on: late background threads repeat the failure)
+            self._remove_unfinished(iteration)
+            reason = _root_cause(error)
+            raise CheckpointWriteError(
+                f"could not write the checkpoint of iteration {iteration} to {self.directory}: {reason}"
+            ) from None
+
+    def _remove_unfinished(self, iteration: int) -> None:
+        try:  # let background writes of the failed save end first, or they recreate what is removed
+            self._manager.wait_until_finished()
+        except Exception:  # noqa: BLE001 - the same failure, already being reported
+            pass
+        # the failed save's temporary directory, or its final one if the failure came after the rename
+        for path in [self.directory / str(iteration), *self.directory.glob(f"{iteration}.orbax-checkpoint-tmp*")]:
+            shutil.rmtree(path, ignore_errors=True)
+        try:
+            self._manager.reload()
+        except Exception:  # noqa: BLE001 - the manager is only re-read for its step list
+            pass
 
     def _at_least_as_good(self, value: float, best: float) -> bool:
         # ties go to the newer checkpoint, as orbax's BestN keeps the newer of equals
@@ -313,6 +358,12 @@ class Checkpointer:
         self._manager.check_for_errors()
 
     def close(self) -> None:
+        if getattr(self, "_failed", False):  # already reported by save_now; do not raise it twice
+            try:
+                self._manager.close()
+            except Exception:  # noqa: BLE001
+                pass
+            return
         self._manager.wait_until_finished()
         self._manager.close()
 
@@ -344,6 +395,24 @@ def _parse_meta(raw: Any, step: int) -> CheckpointMeta:
         )
     except (KeyError, TypeError, ValueError) as error:
         raise CheckpointError(f"iteration {step}: malformed metadata ({error!r})") from None
+
+
+def _root_cause(error: BaseException) -> str:
+    """The innermost cause of a (chained) exception, in one line: an OSError's strerror and file."""
+    seen = set()
+    while id(error) not in seen:
+        seen.add(id(error))
+        inner = error.__cause__ or error.__context__
+        if inner is None:
+            break
+        error = inner
+    if isinstance(error, OSError) and error.strerror:
+        return f"{error.strerror}" + (f" ({error.filename})" if error.filename else "")
+    text = " ".join(str(error).split())
+    code = re.search(r"os_error_code='?(\d+)", text)  # tensorstore's form of an OSError
+    if code:
+        return f"{os.strerror(int(code.group(1)))} ({type(error).__name__}: {text[:160]}...)"
+    return " ".join(_short(error).split())
 
 
 def _short(error: Exception, limit: int = 300) -> str:

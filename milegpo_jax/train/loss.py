@@ -94,10 +94,11 @@ def ppo_loss(
 
     logprobs / old_logprobs / ref_logprobs / entropy / response_mask: ``[B, L]`` per response token
     (current policy, behaviour policy at sampling time, frozen reference policy); advantages ``[B]``
-    per step row. Returns (loss, metrics); sums are divided by ``token_count``.
+    per step row, or ``[B, L]`` per token (packed rows carry each row's advantage on its tokens).
+    Returns (loss, metrics); sums are divided by ``token_count``.
     """
     mask = response_mask.astype(jnp.float32)
-    advantage = advantages[:, None].astype(jnp.float32)
+    advantage = (advantages if advantages.ndim == 2 else advantages[:, None]).astype(jnp.float32)
     log_ratio = logprobs - old_logprobs
     ratio = jnp.exp(log_ratio)
     clipped_ratio = jnp.clip(ratio, 1.0 - cfg.clip_low, 1.0 + cfg.clip_high)

@@ -1,81 +1,52 @@
-"""The PPO update over step rows: packing rows into token arrays, reference log-probs, and one
-optimizer step per mini-batch with gradient accumulation over micro-batches.
+"""The PPO update over step rows (host side): rows from the rollout, reference log-probs, and one
+epoch of shuffled mini-batches, each packed (``milegpo_jax.train.packing``) and fed to the jitted
+``TrainStep`` (``milegpo_jax.train.step``).
 
 A row is one environment step: its prompt tokens, the response tokens the sampler produced with their
-behaviour log-probs, and the step's scalar advantage from the credit engine. Rows are right-padded
-into ``inputs = ids[:-1]``, ``targets = ids[1:]``, with the response positions marked.
+behaviour log-probs, and the step's scalar advantage from the credit engine (docs/training.md §3).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
 from milegpo_jax.models.qwen2 import Qwen2, token_logprobs
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import Generation
 from milegpo_jax.shapes import bucket_size
-from milegpo_jax.train.loss import PPOLossConfig, ppo_loss, token_logprobs_and_entropy
+from milegpo_jax.train.packing import Rows, as_micro_batches, micro_batch_shape, pack, sequences_needed, unpack
+
+MIN_SEQUENCE = 16  # packed sequences are a power of two of at least this many positions
+
+Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)
 
 
-def pack_rows(
-    generations: Sequence[Generation], advantages: Sequence[float], pad_id: int, min_length: int = 16
-) -> dict[str, np.ndarray]:
-    """Token arrays for a list of rows (lengths bucketed to powers of two)."""
-    length = bucket_size(max(len(g.prompt_ids) + len(g.response_ids) for g in generations) - 1, min_length)
-    rows = len(generations)
-    arrays = {
-        "inputs": np.full((rows, length), pad_id, np.int32),
-        "targets": np.full((rows, length), pad_id, np.int32),
-        "attention_mask": np.zeros((rows, length), np.int32),
-        "response_mask": np.zeros((rows, length), np.float32),
-        "old_logprobs": np.zeros((rows, length), np.float32),
-        "advantages": np.asarray(advantages, np.float32),
-    }
-    for row, generation in enumerate(generations):
-        ids = list(generation.prompt_ids) + list(generation.response_ids)
+def ppo_rows(generations: Sequence[Generation], advantages: Sequence[float]) -> Rows:
+    """Rows of the PPO update: response mask, behaviour log-probs and the advantage on every position."""
+    tokens, response, old, adv = [], [], [], []
+    for generation, advantage in zip(generations, advantages, strict=True):
+        ids = np.asarray(list(generation.prompt_ids) + list(generation.response_ids), np.int32)
         n, start = len(ids) - 1, len(generation.prompt_ids) - 1
-        arrays["inputs"][row, :n] = ids[:-1]
-        arrays["targets"][row, :n] = ids[1:]
-        arrays["attention_mask"][row, :n] = 1
-        arrays["response_mask"][row, start:n] = 1.0
-        arrays["old_logprobs"][row, start:n] = generation.logprobs
-    return arrays
+        mask = np.zeros(n, np.float32)
+        mask[start:] = 1.0
+        logprobs = np.zeros(n, np.float32)
+        logprobs[start:] = generation.logprobs
+        tokens.append(ids)
+        response.append(mask)
+        old.append(logprobs)
+        adv.append(np.full(n, advantage, np.float32))
+    return Rows(tuple(tokens), {"response_mask": tuple(response), "old_logprobs": tuple(old), "advantages": tuple(adv)})
 
 
-def padded_rows(batch: dict[str, np.ndarray], pick: np.ndarray, rows: int) -> dict[str, np.ndarray]:
-    """``batch``'s rows ``pick``, padded to ``rows`` rows (copies of the first, with an empty response
-    mask, so they add exactly nothing): every micro-batch has one shape, so it compiles once per length
-    bucket rather than once per leftover row count."""
-    missing = rows - len(pick)
-    if missing <= 0:
-        return {key: value[pick] for key, value in batch.items()}
-    index = np.concatenate([pick, np.repeat(pick[:1], missing)])
-    out = {key: value[index] for key, value in batch.items()}
-    if "response_mask" in out:
-        out["response_mask"][len(pick) :] = 0.0
-    return out
-
-
-def reference_logprobs_of_rows(
-    model: Qwen2, batch: dict[str, np.ndarray], *, microbatch_rows: int,
-    place: Callable[[np.ndarray], jax.Array] = jnp.asarray, chunk_size: int | None = None,
-) -> np.ndarray:
-    """``[B, T]`` reference log-probs of every row, ``microbatch_rows`` rows per (fixed-shape) call."""
-    rows = batch["inputs"].shape[0]
-    keys = ("inputs", "targets", "attention_mask")
-    pieces = []
-    for start in range(0, rows, microbatch_rows):
-        pick = np.arange(start, min(start + microbatch_rows, rows))
-        micro = padded_rows({key: batch[key] for key in keys}, pick, microbatch_rows)
-        logprobs = reference_logprobs(model, {key: place(value) for key, value in micro.items()}, chunk_size=chunk_size)
-        pieces.append(to_host(logprobs)[: len(pick)])
-    return np.concatenate(pieces)
+def sequence_capacity(rows: Rows, minimum: int = MIN_SEQUENCE) -> int:
+    """Positions per packed sequence: the power-of-two bucket of the longest row."""
+    return bucket_size(int(rows.lengths.max()), minimum)
 
 
 @nnx.jit(static_argnames="chunk_size")
@@ -86,67 +57,65 @@ def reference_logprobs(model: Qwen2, batch: dict[str, jax.Array], chunk_size: in
     )
 
 
-def _loss(model, batch, ref_logprobs, token_count, cfg, chunk_size):
-    hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"])
-    weight, tied = model.output_projection()
-    logprobs, entropy = token_logprobs_and_entropy(hidden, weight, batch["targets"], tied=tied, chunk_size=chunk_size)
-    return ppo_loss(
-        logprobs, batch["old_logprobs"], ref_logprobs, entropy, batch["advantages"], batch["response_mask"],
-        token_count, cfg,
-    )
-
-
-@nnx.jit(static_argnames=("cfg", "chunk_size"))
-def _gradients(model, batch, ref_logprobs, token_count, cfg, chunk_size):
-    (loss, metrics), grads = nnx.value_and_grad(_loss, has_aux=True)(model, batch, ref_logprobs, token_count, cfg, chunk_size)
-    return grads, {"loss": loss, **metrics}
-
-
-@nnx.jit
-def _apply(model, optimizer, grads):
-    optimizer.update(model, grads)
-    return optax.tree.norm(grads)
-
-
-def ppo_update(
-    model: Qwen2,
-    optimizer: nnx.Optimizer,
-    batch: dict[str, np.ndarray],
-    ref_logprobs: np.ndarray,
-    cfg: PPOLossConfig,
-    *,
-    minibatch_rows: int,
-    microbatch_rows: int,
-    rng: np.random.Generator,
+def with_reference_logprobs(
+    model: Qwen2, rows: Rows, *, capacity: int, max_sequences: int, pad_id: int, place: Place,
     chunk_size: int | None = None,
-    place: Callable[[np.ndarray], jax.Array] = jnp.asarray,
-) -> list[dict[str, float]]:
-    """One epoch over the rows in shuffled mini-batches; one optimizer step per mini-batch.
+) -> Rows:
+    """``rows`` plus a ``ref_logprobs`` field: every row packed, ``max_sequences`` sequences per call."""
+    everything = list(range(len(rows)))
+    micro, per_micro = micro_batch_shape(sequences_needed(rows, everything, capacity), max_sequences)
+    packed = pack(rows, everything, capacity, micro * per_micro, pad_id)
+    keys = ("inputs", "targets", "attention_mask")
+    pieces = []
+    for index in range(micro):
+        part = {k: packed.arrays[k][index * per_micro : (index + 1) * per_micro][None] for k in keys}
+        logprobs = reference_logprobs(model, {k: place(v)[0] for k, v in part.items()}, chunk_size=chunk_size)
+        pieces.append(to_host(logprobs))
+    ref = unpack(np.concatenate(pieces), packed, rows.lengths)
+    return Rows(rows.tokens, {**rows.fields, "ref_logprobs": tuple(ref)})
 
-    Micro-batch gradients are summed with the loss divided by the mini-batch's response-token count,
-    which makes the sum exactly the mini-batch token-mean gradient. ``place`` puts a host array of
-    rows on device (under a mesh: split over the batch axes; on many hosts every host passes the same
-    rows and keeps its own slice).
+
+@dataclasses.dataclass
+class UpdateStats:
+    """What one iteration's update processed: real and total (padded) token positions."""
+
+    real_tokens: int = 0
+    total_tokens: int = 0
+
+    @property
+    def padding_fraction(self) -> float:
+        return 1.0 - self.real_tokens / self.total_tokens if self.total_tokens else 0.0
+
+
+def ppo_epoch(
+    step, params, opt_state, rows: Rows, *, minibatch_rows: int, microbatch_rows: int, capacity: int,
+    rng: np.random.Generator, pad_id: int, place: Place, stats: UpdateStats | None = None,
+):
+    """One epoch over ``rows`` in shuffled mini-batches of ``minibatch_rows`` rows; one optimizer step
+    (``step``, a jitted ``TrainStep``) per mini-batch. Each mini-batch is packed into sequences of
+    ``capacity`` positions, at most ``microbatch_rows`` sequences per micro-batch.
+
+    Returns ``(params, opt_state, history)``: the inputs are donated; ``history`` has one dict of
+    float metrics per mini-batch.
     """
-    rows = batch["advantages"].shape[0]
-    order = rng.permutation(rows)
+    order = rng.permutation(len(rows))
     history = []
-    for start in range(0, rows, minibatch_rows):
-        minibatch = order[start : start + minibatch_rows]
-        token_count = float(batch["response_mask"][minibatch].sum())
-        total, metrics = None, []
-        for micro_start in range(0, len(minibatch), microbatch_rows):
-            pick = minibatch[micro_start : micro_start + microbatch_rows]
-            micro = {key: place(value) for key, value in padded_rows(batch, pick, microbatch_rows).items()}
-            ref = place(padded_rows({"ref": ref_logprobs}, pick, microbatch_rows)["ref"])
-            grads, micro_metrics = _gradients(model, micro, ref, token_count, cfg, chunk_size)
-            total = grads if total is None else jax.tree.map(jnp.add, total, grads)
-            metrics.append(micro_metrics)
-        grad_norm = _apply(model, optimizer, total)
-        metrics = [{key: to_host(value) for key, value in m.items()} for m in metrics]
-        summary = {key: float(sum(m[key] for m in metrics)) for key in ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "approx_kl_behaviour", "logprob_gap")}
-        summary["ratio_min"] = float(min(m["ratio_min"] for m in metrics))
-        summary["ratio_max"] = float(max(m["ratio_max"] for m in metrics))
-        summary["grad_norm"] = float(to_host(grad_norm))
-        history.append(summary)
-    return history
+    for start in range(0, len(rows), minibatch_rows):
+        pick = order[start : start + minibatch_rows]
+        micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), microbatch_rows)
+        packed = pack(rows, pick, capacity, micro * per_micro, pad_id)
+        if stats is not None:
+            stats.real_tokens += packed.real_tokens
+            stats.total_tokens += packed.arrays["inputs"].size
+        batch = {k: place(v) for k, v in as_micro_batches(packed.arrays, micro).items()}
+        params, opt_state, metrics = step(params, opt_state, batch)
+        history.append({key: float(to_host(value)) for key, value in metrics.items()})
+    return params, opt_state, history
+
+
+def place_on_default_device(array: np.ndarray) -> jax.Array:
+    return jnp.asarray(array)
+
+
+__all__ = ["MIN_SEQUENCE", "UpdateStats", "place_on_default_device", "ppo_epoch", "ppo_rows", "reference_logprobs",
+           "sequence_capacity", "with_reference_logprobs"]

@@ -2,7 +2,9 @@
 
 Each example is a chat prompt and the response the policy should give (for the demo, the expert's
 action wrapped in the response tags). Loss: mean negative log-likelihood of the response tokens and
-the closing end-of-turn token, the prompt tokens are context only.
+the closing end-of-turn token, the prompt tokens are context only. The update is the project's one
+train step (``milegpo_jax.train.step.TrainStep`` with ``SFTLoss``) on packed rows, with the
+optimizer from ``make_optimizer``.
 """
 
 from __future__ import annotations
@@ -11,13 +13,18 @@ import dataclasses
 from collections.abc import Sequence
 
 import jax
-import jax.numpy as jnp
 import numpy as np
-import optax
 from flax import nnx
 
-from milegpo_jax.models.qwen2 import Qwen2, token_logprobs
+from milegpo_jax.config import OptimSection
+from milegpo_jax.models.qwen2 import Qwen2
+from milegpo_jax.multihost import to_host
 from milegpo_jax.shapes import bucket_size
+from milegpo_jax.train.optim import make_optimizer
+from milegpo_jax.train.packing import Rows, as_micro_batches, micro_batch_shape, pack, sequences_needed
+from milegpo_jax.train.step import SFTLoss, TrainStep, jit_train_step
+
+SFT_WEIGHT_DECAY = 1e-4  # what the warm start has always used (optax.adamw's default)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,34 +33,27 @@ class SFTExample:
     response_ids: tuple[int, ...]  # ends with the end-of-turn token
 
 
-def pack_batch(examples: Sequence[SFTExample], pad_id: int, min_length: int = 16) -> dict[str, np.ndarray]:
-    """Right-padded next-token arrays: inputs, targets, loss mask (response tokens), attention mask."""
-    length = bucket_size(max(len(e.prompt_ids) + len(e.response_ids) for e in examples) - 1, min_length)
-    inputs = np.full((len(examples), length), pad_id, np.int32)
-    targets = np.full((len(examples), length), pad_id, np.int32)
-    loss_mask = np.zeros((len(examples), length), np.float32)
-    attention = np.zeros((len(examples), length), np.int32)
-    for row, example in enumerate(examples):
-        ids = list(example.prompt_ids) + list(example.response_ids)
-        n = len(ids) - 1
-        inputs[row, :n], targets[row, :n], attention[row, :n] = ids[:-1], ids[1:], 1
-        loss_mask[row, len(example.prompt_ids) - 1 : n] = 1.0
-    return {"inputs": inputs, "targets": targets, "loss_mask": loss_mask, "attention_mask": attention}
+def sft_rows(examples: Sequence[SFTExample]) -> Rows:
+    """Rows whose loss mask covers the response tokens (targets after the prompt)."""
+    tokens, masks = [], []
+    for example in examples:
+        ids = np.asarray(list(example.prompt_ids) + list(example.response_ids), np.int32)
+        mask = np.zeros(len(ids) - 1, np.float32)
+        mask[len(example.prompt_ids) - 1 :] = 1.0
+        tokens.append(ids)
+        masks.append(mask)
+    return Rows(tuple(tokens), {"loss_mask": tuple(masks)})
 
 
-def sft_loss(model: Qwen2, batch: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
-    """(mean response-token NLL, response-token accuracy proxy: mean probability of the target)."""
-    logprobs = token_logprobs(model, batch["inputs"], batch["targets"], attention_mask=batch["attention_mask"])
-    mask = batch["loss_mask"]
-    count = jnp.maximum(jnp.sum(mask), 1.0)
-    return -jnp.sum(logprobs * mask) / count, jnp.sum(jnp.exp(logprobs) * mask) / count
+def sft_optimizer_section(learning_rate: float) -> OptimSection:
+    """The warm start's optimizer: constant learning rate, clipping at 1, AdamW."""
+    return OptimSection(learning_rate=learning_rate, weight_decay=SFT_WEIGHT_DECAY, grad_clip_norm=1.0)
 
 
-@nnx.jit
-def sft_step(model: Qwen2, optimizer: nnx.Optimizer, batch: dict[str, jax.Array]) -> dict[str, jax.Array]:
-    (loss, target_prob), grads = nnx.value_and_grad(sft_loss, has_aux=True)(model, batch)
-    optimizer.update(model, grads)
-    return {"loss": loss, "target_prob": target_prob, "grad_norm": optax.tree.norm(grads)}
+def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int) -> dict[str, np.ndarray]:
+    capacity = bucket_size(int(rows.lengths[list(pick)].max()), 16)
+    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), max_sequences)
+    return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id).arrays, micro)
 
 
 def train_sft(
@@ -65,18 +65,28 @@ def train_sft(
     batch_size: int,
     learning_rate: float,
     seed: int = 0,
+    chunk_size: int | None = None,
     progress=None,
-) -> list[dict[str, float]]:
-    """Runs ``steps`` AdamW steps on random mini-batches of ``examples``; returns per-step metrics."""
+) -> tuple[Qwen2, list[dict[str, float]]]:
+    """``steps`` optimizer steps on random mini-batches of ``examples``; returns the fine-tuned model
+    (``model``'s buffers are donated to it) and the per-step metrics."""
     if not examples:
         raise ValueError("no SFT examples")
-    optimizer = nnx.Optimizer(model, optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(learning_rate)), wrt=nnx.Param)
+    graphdef, params = nnx.split(model)
+    step = TrainStep(graphdef, make_optimizer(sft_optimizer_section(learning_rate)), SFTLoss(chunk_size))
+    opt_state = step.tx.init(params)
+    jitted = jit_train_step(step)
+    rows = sft_rows(examples)
     rng = np.random.default_rng(seed)
     history = []
-    for step in range(steps):
+    for index in range(steps):
         chosen = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
-        metrics = sft_step(model, optimizer, pack_batch([examples[i] for i in chosen], pad_id))
-        history.append({k: float(v) for k, v in metrics.items()})
+        batch = {k: jax.numpy.asarray(v) for k, v in packed_sft_batch(rows, chosen, pad_id, batch_size).items()}
+        params, opt_state, metrics = jitted(params, opt_state, batch)
+        history.append({k: float(to_host(v)) for k, v in metrics.items()})
         if progress is not None:
-            progress(step, history[-1])
-    return history
+            progress(index, history[-1])
+    return nnx.merge(graphdef, params), history
+
+
+__all__ = ["SFTExample", "sft_optimizer_section", "sft_rows", "train_sft"]

@@ -1,18 +1,20 @@
-"""A functional PPO train step: ``(params, opt_state, batch) -> (params, opt_state, metrics)``.
+"""The one train step of the project: ``(params, opt_state, batch) -> (params, opt_state, metrics)``.
 
-The same maths as ``milegpo_jax.train.ppo.ppo_update`` for one mini-batch (``ppo._loss`` for the
-loss, ``milegpo_jax.train.optim.make_optimizer`` for clipping + AdamW), written as one pure function
-over an NNX state so that it can be jitted with explicit shardings, donated buffers and lowered ahead
-of time (``experiments/aot.py``):
+Every gradient update runs through ``TrainStep`` (docs/training.md §2): the PPO
+mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft``,
+``experiments/sft.py``), the program ``experiments/aot.py`` compiles and the one
+``experiments/bench/device.py`` times.
 
-* ``batch`` holds one mini-batch of packed rows (``ppo.pack_rows`` keys plus ``ref_logprobs``);
-* micro-batches of ``microbatch_rows`` rows run forward/backward one after another inside a
-  ``lax.scan`` and their gradients are summed; each micro-batch's loss is divided by the mini-batch's
-  response-token count, so the sum is the mini-batch token-mean gradient (as ``ppo_update``);
-* one optimizer update follows; ``params`` and ``opt_state`` are donated (updated in place).
+* ``batch`` holds one mini-batch as ``[micro_batches, rows, T]`` arrays (rows may be packed
+  sequences: ``attention_mask`` then carries segment ids); micro-batches run forward/backward one
+  after another inside a ``lax.scan`` and their gradients are summed;
+* the loss is a parameter (``PPOLoss`` or ``SFTLoss``); each micro-batch's loss is divided by the
+  mini-batch's count of ``loss.weight_key`` tokens, so the sum is the mini-batch token mean;
+* one optimizer update (always ``make_optimizer``'s clipping + AdamW) follows; ``params`` and
+  ``opt_state`` are donated, so they are updated in place.
 
-``train_step_shardings`` gives the in/out shardings for a mesh: parameters (and the Adam moments that
-mirror them) by the ``train`` rules, batch rows over the ``data`` x ``fsdp`` axes.
+``build_train_step(config, graphdef)`` is how both the trainer and ``aot.py`` make the PPO step, so
+the two compile the same function.
 """
 
 from __future__ import annotations
@@ -26,12 +28,12 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from milegpo_jax.models.qwen2 import token_logprobs
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
-from milegpo_jax.train.loss import PPOLossConfig
-from milegpo_jax.train.ppo import _loss
+from milegpo_jax.train.loss import PPOLossConfig, ppo_loss, token_logprobs_and_entropy
+from milegpo_jax.train.optim import make_optimizer
 
-# [rows, T] arrays of a packed mini-batch (ppo.pack_rows) plus the reference log-probs; advantages are [rows]
-TOKEN_KEYS = ("inputs", "targets", "attention_mask", "response_mask", "old_logprobs", "ref_logprobs")
+# dtypes of the batch keys the losses read; every array is [micro_batches, rows, T]
 TOKEN_DTYPES = {
     "inputs": jnp.int32,
     "targets": jnp.int32,
@@ -40,72 +42,106 @@ TOKEN_DTYPES = {
     "old_logprobs": jnp.float32,
     "ref_logprobs": jnp.float32,
     "advantages": jnp.float32,
+    "loss_mask": jnp.float32,
 }
 METRIC_KEYS = ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "approx_kl_behaviour", "logprob_gap")
+
+
+@dataclasses.dataclass(frozen=True)
+class PPOLoss:
+    """Token-level PPO-clip + KL to the reference + entropy bonus (``loss.ppo_loss``)."""
+
+    config: PPOLossConfig
+    chunk_size: int | None = None  # LM-head positions per chunk (None: all at once)
+    weight_key = "response_mask"
+    keys = ("inputs", "targets", "attention_mask", "response_mask", "old_logprobs", "ref_logprobs", "advantages")
+    sum_metrics = METRIC_KEYS
+    min_metrics = ("ratio_min",)
+    max_metrics = ("ratio_max",)
+
+    def __call__(self, model, batch, token_count):
+        hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"])
+        weight, tied = model.output_projection()
+        logprobs, entropy = token_logprobs_and_entropy(hidden, weight, batch["targets"], tied=tied,
+                                                       chunk_size=self.chunk_size)
+        return ppo_loss(logprobs, batch["old_logprobs"], batch["ref_logprobs"], entropy, batch["advantages"],
+                        batch["response_mask"], token_count, self.config)
+
+
+@dataclasses.dataclass(frozen=True)
+class SFTLoss:
+    """Mean negative log-likelihood of the ``loss_mask`` tokens; ``target_prob`` is their mean
+    probability (a readable accuracy proxy)."""
+
+    chunk_size: int | None = None
+    weight_key = "loss_mask"
+    keys = ("inputs", "targets", "attention_mask", "loss_mask")
+    sum_metrics = ("loss", "target_prob")
+    min_metrics = ()
+    max_metrics = ()
+
+    def __call__(self, model, batch, token_count):
+        logprobs = token_logprobs(model, batch["inputs"], batch["targets"], attention_mask=batch["attention_mask"],
+                                  chunk_size=self.chunk_size)
+        mask = batch["loss_mask"]
+        loss = -jnp.sum(logprobs * mask) / token_count
+        return loss, {"target_prob": jnp.sum(jnp.exp(logprobs) * mask) / token_count}
 
 
 @dataclasses.dataclass(frozen=True)
 class TrainStep:
     """A jittable train step for one model structure, optimizer and loss (all static).
 
-    ``step(params, opt_state, batch)``: ``params`` is the model's ``nnx.State`` (``nnx.split``),
-    ``opt_state`` is ``tx.init(params)``, ``batch`` a dict of ``TOKEN_KEYS`` ``[rows, T]`` arrays and
-    ``advantages [rows]``, with ``rows`` a multiple of ``microbatch_rows``.
+    ``params`` is the model's ``nnx.State`` (``nnx.split``), ``opt_state`` is ``tx.init(params)``,
+    ``batch`` a dict of ``loss.keys`` arrays shaped ``[micro_batches, rows, T]``.
     """
 
     graphdef: Any
     tx: optax.GradientTransformation
-    loss_config: PPOLossConfig
-    microbatch_rows: int
-    chunk_size: int | None = None  # LM-head positions per chunk in the loss (None: all at once)
+    loss: Any  # PPOLoss | SFTLoss
 
     def __call__(self, params, opt_state, batch):
-        rows = batch["advantages"].shape[0]
-        if rows % self.microbatch_rows:
-            raise ValueError(f"{rows} rows are not a multiple of microbatch_rows={self.microbatch_rows}")
         sharding = nnx.merge(self.graphdef, params).sharding
-        token_count = jnp.sum(batch["response_mask"])
-        micro = rows // self.microbatch_rows
+        batch = {key: constrain(batch[key], (None, "batch") + (None,) * (batch[key].ndim - 2), sharding)
+                 for key in self.loss.keys}
+        token_count = jnp.maximum(jnp.sum(batch[self.loss.weight_key]), 1.0)
 
-        def split(x):  # [rows, ...] -> [micro-batches, microbatch_rows, ...], rows still over the batch axes
-            x = x.reshape(micro, self.microbatch_rows, *x.shape[1:])
-            return constrain(x, (None, "batch") + (None,) * (x.ndim - 2), sharding)
-
-        def gradients(batch):
+        def accumulate(total, micro):
             def loss_fn(params):
-                model = nnx.merge(self.graphdef, params)
-                return _loss(model, batch, batch["ref_logprobs"], token_count, self.loss_config, self.chunk_size)
+                return self.loss(nnx.merge(self.graphdef, params), micro, token_count)
 
             (loss, metrics), grads = jax.value_and_grad(loss_fn, has_aux=True)(params)
-            return grads, {"loss": loss, **metrics}
+            return jax.tree.map(jnp.add, total, grads), {"loss": loss, **metrics}
 
-        if micro == 1:
-            grads, metrics = gradients(batch)
-        else:
-            def accumulate(total, batch):
-                grads, metrics = gradients(batch)
-                return jax.tree.map(jnp.add, total, grads), metrics
-
-            zeros = jax.tree.map(jnp.zeros_like, params)
-            grads, per_micro = jax.lax.scan(accumulate, zeros, jax.tree.map(split, batch))
-            metrics = {key: jnp.sum(per_micro[key]) for key in METRIC_KEYS}
-            metrics["ratio_min"] = jnp.min(per_micro["ratio_min"])
-            metrics["ratio_max"] = jnp.max(per_micro["ratio_max"])
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        grads, per_micro = jax.lax.scan(accumulate, zeros, batch)
+        metrics = {key: jnp.sum(per_micro[key]) for key in self.loss.sum_metrics}
+        metrics.update({key: jnp.min(per_micro[key]) for key in self.loss.min_metrics})
+        metrics.update({key: jnp.max(per_micro[key]) for key in self.loss.max_metrics})
         updates, opt_state = self.tx.update(grads, opt_state, params)
         params = optax.apply_updates(params, updates)
         return params, opt_state, {**metrics, "grad_norm": optax.tree.norm(grads)}
 
 
-def batch_shapes(rows: int, length: int, sharding: LogicalSharding | None = None) -> dict[str, jax.ShapeDtypeStruct]:
-    """``ShapeDtypeStruct``s of a mini-batch of ``rows`` rows of ``length`` tokens (rows over the batch axes)."""
-    def struct(key, shape):
-        axes = ("batch",) + (None,) * (len(shape) - 1)
-        placed = None if sharding is None else sharding.named(axes, shape)
+def build_train_step(config, graphdef, runtime=None) -> TrainStep:
+    """The PPO step of a ``TrainConfig`` for a model structure (the trainer's and ``aot.py``'s).
+
+    ``runtime``: ``RuntimeOptions`` (default: from the config) supplies the LM-head chunk."""
+    from milegpo_jax.models.runtime import RuntimeOptions
+
+    runtime = runtime or RuntimeOptions.from_config(config)
+    return TrainStep(graphdef, make_optimizer(config.optim), PPOLoss(config.ppo.loss_config(), runtime.chunk_size))
+
+
+def batch_shapes(keys, micro: int, rows: int, length: int,
+                 sharding: LogicalSharding | None = None) -> dict[str, jax.ShapeDtypeStruct]:
+    """``ShapeDtypeStruct``s of a mini-batch of ``micro`` x ``rows`` rows of ``length`` tokens."""
+    def struct(key):
+        shape = (micro, rows, length)
+        placed = None if sharding is None else sharding.named((None, "batch", None), shape)
         return jax.ShapeDtypeStruct(shape, TOKEN_DTYPES[key], sharding=placed)
 
-    shapes = {key: struct(key, (rows, length)) for key in TOKEN_KEYS}
-    shapes["advantages"] = struct("advantages", (rows,))
-    return shapes
+    return {key: struct(key) for key in keys}
 
 
 def opt_state_shardings(tx: optax.GradientTransformation, opt_state: Any, param_shardings: Any, mesh) -> Any:
@@ -129,12 +165,8 @@ def jit_train_step(step: TrainStep, param_shardings: Any = None, opt_shardings: 
     kept from input to output (so the donated buffers are reused in place)."""
     if param_shardings is None:
         return jax.jit(step, donate_argnums=(0, 1))
-    return jax.jit(
-        step,
-        donate_argnums=(0, 1),
-        out_shardings=(param_shardings, opt_shardings, None),
-    )
+    return jax.jit(step, donate_argnums=(0, 1), out_shardings=(param_shardings, opt_shardings, None))
 
 
-__all__ = ["METRIC_KEYS", "TOKEN_KEYS", "TrainStep", "batch_shapes", "jit_train_step", "opt_state_shardings",
-           "train_step_shardings"]
+__all__ = ["METRIC_KEYS", "PPOLoss", "SFTLoss", "TOKEN_DTYPES", "TrainStep", "batch_shapes", "build_train_step",
+           "jit_train_step", "opt_state_shardings", "train_step_shardings"]

@@ -16,6 +16,8 @@ the checkpoints from every host to the shared work directory.
 
 from __future__ import annotations
 
+import os
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -31,8 +33,9 @@ from milegpo_jax import multihost
 from milegpo_jax.config import TrainConfig, config_hash, config_identity
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.models import load_pretrained
+from milegpo_jax.models.runtime import RuntimeOptions
 from milegpo_jax.models.tokenizer import load_tokenizer
-from milegpo_jax.parallel import make_mesh
+from milegpo_jax.parallel import logical_sharding, make_mesh
 from milegpo_jax.rollout.collector import (
     RolloutBatch,
     collect,
@@ -42,16 +45,32 @@ from milegpo_jax.rollout.collector import (
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
-from milegpo_jax.train.optim import make_optimizer
-from milegpo_jax.train.ppo import pack_rows, ppo_update, reference_logprobs_of_rows
+from milegpo_jax.train.ppo import UpdateStats, ppo_epoch, ppo_rows, sequence_capacity, with_reference_logprobs
 from milegpo_jax.train.preemption import PreemptionGuard
-from milegpo_jax.train.warm_start import write_warm_start
+from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_shardings
+from milegpo_jax.train.warm_start import warm_start_status, write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)
 # The env's reward is 1 on success (TextWorldExpress) or 10 (ALFWorld/WebShop adapters): credit wants
 # the 10-on-success scale of docs/credit.md §1.2 (the 0.1 invalid penalty is relative to it).
 REWARD_SCALE = {"textworld_express": 10.0}
 PROGRESS_KEYS = ("rollout/success_rate", "actor/kl", "actor/policy_loss", "eval/eval_id/success_rate")
+
+
+class WorkdirError(OSError):
+    """The work directory cannot be created or written (one line for the command line)."""
+
+
+def writable_workdir(workdir: Path) -> Path:
+    """``workdir`` created if needed and checked for writing (a probe file), else ``WorkdirError``."""
+    try:
+        workdir.mkdir(parents=True, exist_ok=True)
+        probe = workdir / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise WorkdirError(f"work directory {workdir} is not writable: {error.strerror or error}") from None
+    return workdir
 
 
 def _seed(*parts: int) -> int:
@@ -64,13 +83,12 @@ def _seed(*parts: int) -> int:
 class Trainer:
     def __init__(self, config: TrainConfig, workdir: str | Path):
         self.config = config
-        self.workdir = Path(workdir).absolute()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir = writable_workdir(Path(workdir).absolute())
+        self.runtime = RuntimeOptions.from_config(config)
         self.env_options = config.env.adapter_options()
         self.credit_config = config.credit_config()
         # MVPO's success EMA (docs/credit-family.md): carried across iterations and in the checkpoint
         self.credit_ema = 0.0
-        self.loss_config = config.ppo.loss_config()
         self.checkpointer = Checkpointer(
             self.workdir, config_hash(config), keep=config.run.keep_checkpoints, best_mode=config.run.best_mode,
             config=config_identity(config), allow_config_change=config.run.allow_config_change,
@@ -86,9 +104,20 @@ class Trainer:
             raise multihost.MultiHostError(f"env.eval_tasks_per_split {too_few}: each of the {hosts} hosts needs a task")
         # One device: no mesh at all (the plain single-device path, bit for bit what it always was).
         self.mesh = make_mesh(config.mesh) if jax.device_count() > 1 else None
-        self.model, self.tokenizer = self._warm_started_policy()
+        model, self.tokenizer = self._warm_started_policy()
         self.reference = self._reference_policy()
-        self.optimizer = nnx.Optimizer(self.model, make_optimizer(config.optim), wrt=nnx.Param)
+        # The trainer holds the policy as (graphdef, params, opt_state); the jitted step donates the
+        # last two and returns their successors (docs/training.md §2).
+        self.graphdef, self.params = nnx.split(model)
+        self.step = build_train_step(config, self.graphdef, self.runtime)
+        self.opt_state = self.step.tx.init(self.params)
+        if self.mesh is None:
+            self.jitted_step = jit_train_step(self.step)
+        else:  # parameters by the train rules, Adam moments like their parameters, counts replicated
+            param_shardings, opt_shardings, _ = train_step_shardings(
+                self.step, self.params, logical_sharding(self.mesh, "train"))
+            self.opt_state = jax.device_put(self.opt_state, opt_shardings)
+            self.jitted_step = jit_train_step(self.step, param_shardings, opt_shardings)
         self.policy = SamplerPolicy(
             self.model, self.tokenizer, max_new_tokens=config.sampling.max_new_tokens,
             top_p=config.sampling.top_p, top_k=config.sampling.top_k,
@@ -102,18 +131,35 @@ class Trainer:
             step_timeout_s=config.env.step_timeout_s, reset_timeout_s=config.env.reset_timeout_s,
         )
 
+    @property
+    def model(self):
+        """The current policy as an NNX model (a view of ``params``, valid until the next update)."""
+        return nnx.merge(self.graphdef, self.params)
+
     # ------------------------------------------------------------------ policy set-up
 
     def _warm_started_policy(self):
-        """The policy RL starts from, as a Hugging Face checkpoint in ``workdir/warm_start``."""
-        cfg = self.config.model
+        """The policy RL starts from, as a Hugging Face checkpoint in ``workdir/warm_start``.
+
+        Before the first checkpoint the warm start must be complete and built from this config, else
+        it is (re)built, saying why; once checkpoints exist it is the run's own, and the checkpoint's
+        config check decides whether a changed config may continue."""
         warm_start = self.workdir / WARM_START_DIR
-        if multihost.is_lead() and not (warm_start / "config.json").exists():
-            self._write_warm_start(warm_start)
+        if multihost.is_lead():
+            status, changes = warm_start_status(warm_start, self.config)
+            fresh = self.checkpointer.latest_iteration is None
+            if status == "missing" or (fresh and status != "matches"):
+                if status == "incomplete":
+                    print(f"warm start {warm_start} is incomplete (a run stopped while writing it): rebuilding it",
+                          file=sys.stderr)
+                elif status == "differs":
+                    print(f"warm start {warm_start} was built for another config ({'; '.join(changes)}) and no "
+                          "checkpoint exists yet: rebuilding it", file=sys.stderr)
+                self._write_warm_start(warm_start)
         multihost.barrier("milegpo_warm_start_written")
         # Fresh and resumed runs both start from the files, so they see identical weights, tokenizer
         # and model config (a resumed run must repeat an uninterrupted one exactly).
-        model, _ = load_pretrained(warm_start, self.mesh, dtype=cfg.param_dtype, compute_dtype=cfg.compute_dtype)
+        model, _ = load_pretrained(warm_start, self.mesh, runtime=self.runtime)
         return model, load_tokenizer(warm_start)
 
     def _write_warm_start(self, warm_start: Path) -> None:
@@ -122,8 +168,7 @@ class Trainer:
     def _reference_policy(self):
         if self.config.ppo.kl_coef == 0:
             return None
-        model, _ = load_pretrained(self.workdir / WARM_START_DIR, self.mesh, dtype=self.config.model.param_dtype,
-                                   compute_dtype=self.config.model.compute_dtype)
+        model, _ = load_pretrained(self.workdir / WARM_START_DIR, self.mesh, runtime=self.runtime)
         return model
 
     # ------------------------------------------------------------------ rollouts and evaluation
@@ -135,22 +180,24 @@ class Trainer:
             plan = GroupPlan(plan.split, tuple(multihost.host_share(plan.task_ids)),
                              tuple(multihost.host_share(plan.seeds)), plan.group_size)
             seed = _seed(seed, host)
-        if self.mesh is not None:  # sample from a copy laid out for decoding on this host's devices
-            self.policy.model = multihost.host_local_copy(self.model, self.mesh)
+        # the current parameters; under a mesh a copy laid out for decoding on this host's devices
+        # (the copy keeps the model's config, so the run's runtime options)
+        self.policy.model = self.model if self.mesh is None else multihost.host_local_copy(self.model, self.mesh)
         batch = collect(
             self.pool, self.policy, plan, env=self.config.env.name, max_steps=self.config.env.max_env_steps,
             history_length=self.config.env.history_length, temperature=temperature, seed=seed,
             reward_scale=REWARD_SCALE.get(self.config.env.name, 1.0),
         )
-        self.policy.model = self.model
+        self.policy.model = None  # the parameters it views are donated to the next update
         return batch if hosts == 1 else merge_host_batches(multihost.allgather_objects(batch))
 
     def _place_rows(self, rows: np.ndarray) -> jax.Array:
-        """A host array of rows on device: split over the batch axes when they divide it."""
+        """A host ``[micro-batches, rows, ...]`` array on device: rows split over the batch axes when
+        they divide them."""
         if self.mesh is None:
             return jax.numpy.asarray(rows)
         shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
-        spec = PartitionSpec(("data", "fsdp")) if rows.shape[0] % shards == 0 else PartitionSpec()
+        spec = PartitionSpec(None, ("data", "fsdp")) if rows.shape[1] % shards == 0 else PartitionSpec()
         return jax.device_put(rows, NamedSharding(self.mesh, spec))
 
     def evaluate(self, iteration: int) -> dict[str, float]:
@@ -209,45 +256,49 @@ class Trainer:
         metrics.update({"advantage/mean": adv.mean(), "advantage/std": adv.std(), "advantage/abs_max": np.abs(adv).max()})
 
         start = time.perf_counter()
-        packed = pack_rows([row.generation for row in rows], advantages, self.tokenizer.pad_token_id)
+        update_rows = ppo_rows([row.generation for row in rows], advantages)
+        capacity = sequence_capacity(update_rows)
+        pad_id = self.tokenizer.pad_token_id
         if self.reference is not None:
-            ref = reference_logprobs_of_rows(self.reference, packed, microbatch_rows=cfg.ppo.microbatch_rows,
-                                             place=self._place_rows, chunk_size=cfg.ppo.logits_chunk or None)
-        else:
-            ref = packed["old_logprobs"]
+            update_rows = with_reference_logprobs(
+                self.reference, update_rows, capacity=capacity, max_sequences=cfg.ppo.microbatch_rows, pad_id=pad_id,
+                place=self._place_rows, chunk_size=self.runtime.chunk_size,
+            )
+        else:  # no KL term: the reference log-probs are never read
+            update_rows = type(update_rows)(update_rows.tokens, {**update_rows.fields, "ref_logprobs": update_rows.fields["old_logprobs"]})
         timings["time/logprob_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
         rng = np.random.default_rng(_seed(cfg.run.seed, iteration, 2))
-        updates = []
+        updates, stats = [], UpdateStats()
         for _ in range(cfg.ppo.epochs):
-            updates += ppo_update(
-                self.model, self.optimizer, packed, ref, self.loss_config,
-                minibatch_rows=cfg.ppo.minibatch_rows, microbatch_rows=cfg.ppo.microbatch_rows, rng=rng,
-                place=self._place_rows, chunk_size=cfg.ppo.logits_chunk or None,
+            self.params, self.opt_state, history = ppo_epoch(
+                self.jitted_step, self.params, self.opt_state, update_rows, minibatch_rows=cfg.ppo.minibatch_rows,
+                microbatch_rows=cfg.ppo.microbatch_rows, capacity=capacity, rng=rng, pad_id=pad_id,
+                place=self._place_rows, stats=stats,
             )
+            updates += history
         timings["time/update_s"] = time.perf_counter() - start
         for key in updates[0]:
             metrics[f"actor/{key}"] = float(np.mean([u[key] for u in updates]))
+        metrics["update/padding_fraction"] = stats.padding_fraction
+        metrics["update/tokens_per_s"] = stats.real_tokens / max(timings["time/update_s"], 1e-9)
         metrics.update(timings)
         return metrics
 
     # ------------------------------------------------------------------ the run
 
     def _state(self) -> dict[str, Any]:
-        return {
-            "params": nnx.to_pure_dict(nnx.state(self.model, nnx.Param)),
-            "optimizer": nnx.to_pure_dict(nnx.state(self.optimizer)),
-            "credit": {"ema": np.asarray(self.credit_ema, np.float64)},
-        }
+        # optax states are tuples of named tuples: stored as their numbered leaves, rebuilt by structure
+        leaves = jax.tree.leaves(self.opt_state)
+        return {"params": nnx.to_pure_dict(self.params),
+                "optimizer": {f"{i:05d}": leaf for i, leaf in enumerate(leaves)},
+                "credit": {"ema": np.asarray(self.credit_ema, np.float64)}}
 
     def _load_state(self, state: dict[str, Any]) -> None:
-        params = nnx.state(self.model, nnx.Param)
-        nnx.replace_by_pure_dict(params, state["params"])
-        nnx.update(self.model, params)
-        opt = nnx.state(self.optimizer)
-        nnx.replace_by_pure_dict(opt, state["optimizer"])
-        nnx.update(self.optimizer, opt)
+        nnx.replace_by_pure_dict(self.params, state["params"])
+        leaves = [state["optimizer"][key] for key in sorted(state["optimizer"])]
+        self.opt_state = jax.tree.unflatten(jax.tree.structure(self.opt_state), leaves)
         self.credit_ema = float(state["credit"]["ema"])
 
     def run(self) -> dict[str, Any]:
@@ -282,7 +333,9 @@ class Trainer:
                     bar.update(logger.log(iteration, metrics))
                     stopping = guard.should_stop()
                     if stopping or iteration % cfg.run.save_every == 0 or iteration == cfg.run.iterations:
-                        self.checkpointer.save(iteration, self._state(), {"task_cursor": iteration}, eval_metric=eval_metric)
+                        # committed before going on, so a failed write (disk full) stops the run here
+                        self.checkpointer.save_now(iteration, self._state(), {"task_cursor": iteration},
+                                                   eval_metric=eval_metric)
                     if stopping:
                         summary["stopped_by_signal"] = True
                         break

@@ -101,46 +101,60 @@ def test_missing_libtpu_says_how_to_install_it(tmp_path):
     assert 'pip install "jax[tpu]==0.10.2"' in result.stderr and "bootstrap.sh" in result.stderr
 
 
-def test_the_compiled_train_step_is_the_trainers_ppo_update():
-    """milegpo_jax.train.step (what `aot --what train` compiles) = ppo.ppo_update on one mini-batch (CPU)."""
+@needs_libtpu
+@pytest.mark.parametrize(
+    ("topology", "message"),
+    [
+        ("v4:2x2x2", "not supported"),  # was an AssertionError traceback with exit 1 ("does not fit")
+        ("v5e:1000x1000", "v5e slices come in"),  # libtpu aborted (SIGABRT) after 30 s
+        ("v5e:3x3", "v5e slices come in"),
+        ("v5p:3x3x3", "sides of 1, 2 or a multiple of 4"),
+        ("v5e:4x4x4", "2-D grids"),
+        ("v5e", "expected GENERATION:AxB"),
+    ],
+)
+def test_bad_topologies_are_refused_before_compiling(topology, message):
+    result = run_aot(*TINY, "--topology", topology, "--what", "prefill", timeout=60)
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: --topology") and message in lines[0], result.stderr
+
+
+def test_every_topology_the_help_names_is_accepted():
+    from experiments.aot import TOPOLOGY_EXAMPLES, TOPOLOGY_RULES, check_topology
+
+    for name in (*TOPOLOGY_EXAMPLES, *(rule.example for rule in TOPOLOGY_RULES.values())):
+        generation, grid = check_topology(name)
+        assert len(grid) == TOPOLOGY_RULES[generation].dims
+
+
+def test_aot_compiles_the_trainers_own_train_step():
+    """The PPO step the trainer builds for a config and the one `aot --what train` compiles for it lower
+    to the same HLO (CPU, no mesh)."""
+    import argparse
+
     import jax
-    import numpy as np
     from flax import nnx
 
-    from milegpo_jax.config import OptimSection
-    from milegpo_jax.models import ModelConfig, init_model
-    from milegpo_jax.train.loss import PPOLossConfig
-    from milegpo_jax.train.optim import make_optimizer
-    from milegpo_jax.train.ppo import ppo_update
-    from milegpo_jax.train.step import TrainStep, jit_train_step
+    from experiments.aot import model_config, runtime_options, train_step_program
+    from experiments.train import build_config
+    from milegpo_jax.models import abstract_model
+    from milegpo_jax.models.runtime import RuntimeOptions
+    from milegpo_jax.train.step import batch_shapes, build_train_step, jit_train_step
 
-    config = ModelConfig(vocab_size=64, hidden_size=32, intermediate_size=64, num_layers=1, num_heads=4, num_kv_heads=2)
-    rows, length = 8, 12
-    data = np.random.default_rng(0)
-    mask = (np.arange(length)[None] < data.integers(6, length + 1, rows)[:, None]).astype(np.int32)
-    batch = {
-        "inputs": data.integers(0, 64, (rows, length)).astype(np.int32),
-        "targets": data.integers(0, 64, (rows, length)).astype(np.int32),
-        "attention_mask": mask,
-        "response_mask": (mask * (np.arange(length)[None] >= 3)).astype(np.float32),
-        "old_logprobs": -data.uniform(2.0, 6.0, (rows, length)).astype(np.float32),
-        "advantages": data.normal(size=rows).astype(np.float32),
-    }
-    ref = batch["old_logprobs"] + data.normal(scale=0.1, size=(rows, length)).astype(np.float32)
-    optim = OptimSection(learning_rate=1e-2, grad_clip_norm=1.0, weight_decay=0.01)
-    loss_config = PPOLossConfig(kl_coef=0.05, entropy_coef=0.01)
+    flags = [flag.removeprefix("--config.") for flag in TINY[2:]]
+    config = build_config("experiments/configs/demo.py", [*flags, "ppo.logits_chunk=8"])
+    model_cfg, _ = model_config(config, None, "config")
+    graphdef, params = nnx.split(abstract_model(model_cfg))
+    args = argparse.Namespace(logits_chunk=None)
+    compiled, (micro, rows, length) = train_step_program(config, graphdef, runtime_options(config, model_cfg, args))
+    trainers = build_train_step(config, graphdef, RuntimeOptions.from_config(config))
+    assert compiled.loss == trainers.loss and compiled.graphdef == trainers.graphdef
+    batch = batch_shapes(trainers.loss.keys, micro, rows, length)
+    opt_state = jax.eval_shape(trainers.tx.init, params)
 
-    model = init_model(config, seed=1)
-    graphdef, params = nnx.split(nnx.clone(model))
-    optimizer = nnx.Optimizer(model, make_optimizer(optim), wrt=nnx.Param)
-    history = ppo_update(model, optimizer, batch, ref, loss_config, minibatch_rows=rows, microbatch_rows=4,
-                         rng=np.random.default_rng(0))
+    def hlo(step):
+        return jit_train_step(step).lower(params, opt_state, batch).as_text()
 
-    step = TrainStep(graphdef, make_optimizer(optim), loss_config, microbatch_rows=4)
-    params, _, metrics = jit_train_step(step)(params, step.tx.init(params), {**batch, "ref_logprobs": ref})
-
-    np.testing.assert_allclose(float(metrics["loss"]), history[0]["loss"], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(float(metrics["grad_norm"]), history[0]["grad_norm"], rtol=1e-4)
-    expected = jax.tree.leaves(nnx.state(model, nnx.Param))
-    for got, want in zip(jax.tree.leaves(params), expected, strict=True):
-        np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=2e-5)  # Adam: ~lr * 1e-3
+    assert hlo(compiled) == hlo(trainers)
+    assert (micro, rows) == (config.ppo.minibatch_rows // config.ppo.microbatch_rows, config.ppo.microbatch_rows)

@@ -9,10 +9,8 @@ import numpy as np
 import pytest
 
 from experiments.sft import main
-from milegpo_jax.models import load_pretrained
+from milegpo_jax.models import load_pretrained, token_logprobs
 from milegpo_jax.models.tokenizer import load_tokenizer
-from milegpo_jax.rollout.collector import Generation
-from milegpo_jax.train.ppo import pack_rows, reference_logprobs
 
 TINY = [
     "--config.model.architecture.hidden_size=32",
@@ -26,8 +24,9 @@ def _response_logprob(model, tokenizer, prompt, response):
     from milegpo_jax.train.warm_start import chat_ids
 
     example = chat_ids(tokenizer, prompt, response)
-    batch = pack_rows([Generation(example.prompt_ids, example.response_ids, (0.0,) * len(example.response_ids), "")], [0.0], tokenizer.pad_token_id)
-    return float((np.asarray(reference_logprobs(model, batch)) * batch["response_mask"]).sum())
+    ids = np.asarray([list(example.prompt_ids) + list(example.response_ids)], np.int32)
+    logprobs = np.asarray(token_logprobs(model, ids[:, :-1], ids[:, 1:]))[0]
+    return float(logprobs[len(example.prompt_ids) - 1 :].sum())
 
 
 @pytest.mark.slow

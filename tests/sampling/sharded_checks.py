@@ -72,13 +72,13 @@ def test_decode_state_is_laid_out_by_the_sample_rules(models, monkeypatch):
     """Rows over data x fsdp, KV heads over tensor: the cache and outputs as the loop leaves them."""
     _, sampler, _ = models
     decoded = []
-    decode = sampler_module._decode
+    decode = sampler_module.decode
 
     def keep_result(*args, **kwargs):
         decoded.append(decode(*args, **kwargs))
         return decoded[-1]
 
-    monkeypatch.setattr(sampler_module, "_decode", keep_result)
+    monkeypatch.setattr(sampler_module, "decode", keep_result)
     generate(sampler, prompts_of_lengths(LENGTHS, seed=40), SamplingConfig(max_new_tokens=BUDGET, temperature=0.0))
     state = decoded[0]
     rows = ("data", "fsdp")

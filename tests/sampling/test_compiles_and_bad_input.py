@@ -16,14 +16,14 @@ def test_prompt_lengths_within_a_bucket_compile_once(tiny_model):
     greedy = SamplingConfig(max_new_tokens=BUDGET, temperature=0.0)
     with CompileCounter() as first:
         generate(tiny_model, prompts_of_lengths((3, 7)), greedy)
-    assert {"jit(_prefill)", "jit(_decode)"} <= set(first.names)
+    assert {"jit(prefill)", "jit(decode)"} <= set(first.names)
     with CompileCounter() as same_bucket:
         for seed, lengths in enumerate([(12, 16), (1, 9), (16, 16), (10, 4)]):
             generate(tiny_model, prompts_of_lengths(lengths, seed=seed), greedy)
     assert same_bucket.count == 0, same_bucket.names
     with CompileCounter() as next_bucket:
         generate(tiny_model, prompts_of_lengths((17, 2)), greedy)  # 17 tokens: the 32 bucket
-    assert next_bucket.names == ["jit(_prefill)", "jit(_decode)"]
+    assert next_bucket.names == ["jit(prefill)", "jit(decode)"]
 
 
 def test_runtime_values_do_not_recompile(tiny_model):

@@ -1,85 +1,100 @@
-"""SFT and the PPO update on a tiny model: they move the policy the way their signals say."""
+"""SFT and the PPO update on a tiny model: they move the policy the way their signals say, and the
+step's micro-batch accumulation is the one-batch gradient."""
 
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
 from flax import nnx
 
-from milegpo_jax.models import ModelConfig, init_model
+from milegpo_jax.models import ModelConfig, init_model, token_logprobs
 from milegpo_jax.rollout.collector import Generation
 from milegpo_jax.train.loss import PPOLossConfig
-from milegpo_jax.train.ppo import pack_rows, padded_rows, ppo_update, reference_logprobs, reference_logprobs_of_rows
-from milegpo_jax.train.sft import SFTExample, pack_batch, train_sft
+from milegpo_jax.train.ppo import place_on_default_device, ppo_epoch, ppo_rows, with_reference_logprobs
+from milegpo_jax.train.sft import SFTExample, packed_sft_batch, sft_rows, train_sft
+from milegpo_jax.train.step import PPOLoss, TrainStep, jit_train_step
 
 CONFIG = ModelConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_layers=2, num_heads=4, num_kv_heads=2)
 
 
-def test_pack_batch_masks_only_the_response():
-    batch = pack_batch([SFTExample((5, 6, 7), (8, 9)), SFTExample((5,), (9,))], pad_id=0, min_length=4)
-    assert batch["inputs"].shape == (2, 4)
-    assert batch["inputs"][0].tolist() == [5, 6, 7, 8] and batch["targets"][0].tolist() == [6, 7, 8, 9]
-    assert batch["loss_mask"][0].tolist() == [0, 0, 1, 1]  # predicting 8 and 9
-    assert batch["loss_mask"][1].tolist() == [1, 0, 0, 0] and batch["attention_mask"][1].tolist() == [1, 0, 0, 0]
+def test_sft_batch_masks_only_the_response():
+    rows = sft_rows([SFTExample((5, 6, 7), (8, 9)), SFTExample((5,), (9,))])
+    batch = packed_sft_batch(rows, [0, 1], pad_id=0, max_sequences=2)
+    assert batch["inputs"].shape == (1, 2, 16)  # both rows share the first packed sequence
+    assert batch["attention_mask"][0, 1].sum() == 0  # the second is padding (shapes round up)
+    assert batch["inputs"][0, 0, :5].tolist() == [5, 6, 7, 8, 5] and batch["targets"][0, 0, :5].tolist() == [6, 7, 8, 9, 9]
+    assert batch["loss_mask"][0, 0, :5].tolist() == [0, 0, 1, 1, 1]  # predicting 8, 9 and then 9
+    assert batch["attention_mask"][0, 0, :6].tolist() == [1, 1, 1, 1, 2, 0]
 
 
 def test_sft_learns_the_responses():
     model = init_model(CONFIG, seed=0)
     examples = [SFTExample((1, 2, 3), (10, 11, 2)), SFTExample((1, 4, 3), (12, 13, 2))]
-    history = train_sft(model, examples, pad_id=0, steps=60, batch_size=2, learning_rate=3e-3)
+    _, history = train_sft(model, examples, pad_id=0, steps=60, batch_size=2, learning_rate=3e-3)
     assert history[-1]["loss"] < 0.2 * history[0]["loss"]
     assert history[-1]["target_prob"] > 0.8
 
 
-def _response_logprob(model, generation):
-    batch = pack_rows([generation], [0.0], pad_id=0)
-    logprobs = np.asarray(reference_logprobs(model, batch))
-    return float((logprobs * batch["response_mask"]).sum())
+def _response_logprob(model, prompt, response):
+    ids = jnp.asarray([list(prompt) + list(response)])
+    logprobs = token_logprobs(model, ids[:, :-1], ids[:, 1:])
+    return float(jnp.sum(logprobs[0, len(prompt) - 1 :]))
+
+
+def _rows_with_current_logprobs(model, prompts_responses, advantages):
+    """PPO rows whose behaviour log-probs are the model's own (as right after sampling)."""
+    generations = []
+    for prompt, response in prompts_responses:
+        ids = jnp.asarray([list(prompt) + list(response)])
+        logprobs = np.asarray(token_logprobs(model, ids[:, :-1], ids[:, 1:]))[0, len(prompt) - 1 :]
+        generations.append(Generation(tuple(prompt), tuple(response), tuple(float(x) for x in logprobs), ""))
+    rows = ppo_rows(generations, advantages)
+    return with_reference_logprobs(model, rows, capacity=16, max_sequences=8, pad_id=0, place=place_on_default_device)
+
+
+def _epoch(model, rows, tx, cfg, minibatch_rows, microbatch_rows, capacity=16):
+    graphdef, params = nnx.split(model)
+    step = TrainStep(graphdef, tx, PPOLoss(cfg))
+    params, _, history = ppo_epoch(
+        jit_train_step(step), params, tx.init(params), rows, minibatch_rows=minibatch_rows,
+        microbatch_rows=microbatch_rows, capacity=capacity, rng=np.random.default_rng(0), pad_id=0,
+        place=place_on_default_device,
+    )
+    return nnx.merge(graphdef, params), history
 
 
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_ppo_update_follows_the_advantage_sign(sign):
     model = init_model(CONFIG, seed=1)
     prompt, response = (1, 2, 3, 4), (20, 21, 2)
-    start = _response_logprob(model, Generation(prompt, response, (0.0, 0.0, 0.0), ""))
-    # Behaviour log-probs = the current policy's, as right after sampling.
-    batch = pack_rows([Generation(prompt, response, (0.0,) * 3, "")], [sign], pad_id=0)
-    batch["old_logprobs"] = np.asarray(reference_logprobs(model, batch)) * batch["response_mask"]
-    optimizer = nnx.Optimizer(model, optax.adam(1e-2), wrt=nnx.Param)
-    cfg = PPOLossConfig(kl_coef=0.0, entropy_coef=0.0)
-    history = ppo_update(model, optimizer, batch, batch["old_logprobs"], cfg, minibatch_rows=1, microbatch_rows=1,
-                         rng=np.random.default_rng(0))
-    moved = _response_logprob(model, Generation(prompt, response, (0.0,) * 3, "")) - start
+    start = _response_logprob(model, prompt, response)
+    rows = _rows_with_current_logprobs(model, [(prompt, response)], [sign])
+    trained, history = _epoch(model, rows, optax.adam(1e-2), PPOLossConfig(kl_coef=0.0, entropy_coef=0.0), 1, 1)
+    moved = _response_logprob(trained, prompt, response) - start
     assert np.sign(moved) == sign and history[0]["grad_norm"] > 0
 
 
-@pytest.mark.parametrize("micro", [1, 3])  # 3: the second micro-batch is padded from 1 row to 3
-def test_microbatch_accumulation_equals_one_big_batch(micro):
-    generations = [Generation((1, 2, 3), (5 + i, 2), (0.0, 0.0), "") for i in range(4)]
+@pytest.mark.parametrize("capacity", [16, 8])  # 8: one row per sequence, three micro-batches of one
+def test_microbatch_accumulation_equals_one_big_batch(capacity):
+    pairs = [((1, 2, 3), (5 + i, 2)) for i in range(4)]
     advantages = [1.0, -0.5, 0.25, 2.0]
     results = []
-    for micro in (4, micro):
+    for micro in (8, 1):
         model = init_model(CONFIG, seed=2)
-        batch = pack_rows(generations, advantages, pad_id=0)
-        batch["old_logprobs"] = np.asarray(reference_logprobs(model, batch)) * batch["response_mask"]
-        optimizer = nnx.Optimizer(model, optax.sgd(0.1), wrt=nnx.Param)
-        ppo_update(model, optimizer, batch, batch["old_logprobs"], PPOLossConfig(), minibatch_rows=4,
-                   microbatch_rows=micro, rng=np.random.default_rng(0))
-        results.append(jax.tree.leaves(nnx.state(model, nnx.Param)))
+        rows = _rows_with_current_logprobs(model, pairs, advantages)
+        trained, _ = _epoch(model, rows, optax.sgd(0.1), PPOLossConfig(), 4, micro, capacity)
+        results.append(jax.tree.leaves(nnx.state(trained, nnx.Param)))
     for together, accumulated in zip(*results, strict=True):
         np.testing.assert_allclose(np.asarray(together), np.asarray(accumulated), atol=1e-6)
 
 
-def test_padded_rows_add_nothing_and_keep_one_shape():
-    generations = [Generation((1, 2, 3, 4), (5 + i, 2), (0.0, 0.0), "") for i in range(3)]
-    batch = pack_rows(generations, [1.0, -1.0, 0.5], pad_id=0)
-    padded = padded_rows(batch, np.array([2, 0]), 4)
-    assert all(value.shape[0] == 4 for value in padded.values())
-    assert padded["response_mask"][2:].sum() == 0 and padded["response_mask"][:2].sum() == batch["response_mask"][[2, 0]].sum()
-    np.testing.assert_array_equal(padded["inputs"][:2], batch["inputs"][[2, 0]])
-
+def test_reference_logprobs_of_packed_rows_are_each_rows_own():
     model = init_model(CONFIG, seed=3)
-    whole = np.asarray(reference_logprobs(model, batch))
-    np.testing.assert_allclose(reference_logprobs_of_rows(model, batch, microbatch_rows=2), whole, atol=1e-6)
+    pairs = [((1, 2, 3, 4), (5, 2)), ((7,), (8, 9, 2)), ((3, 3), (4,))]
+    rows = _rows_with_current_logprobs(model, pairs, [1.0, -1.0, 0.5])
+    for (prompt, response), ids, ref in zip(pairs, rows.tokens, rows.fields["ref_logprobs"], strict=True):
+        alone = np.asarray(token_logprobs(model, jnp.asarray(ids[None, :-1]), jnp.asarray(ids[None, 1:])))[0]
+        np.testing.assert_allclose(ref, alone, atol=1e-5)

@@ -1,0 +1,73 @@
+"""Shape planning for ``generate``: the padded batch, prompt bucket, prefill chunk and compile-time
+switches of a call, decided on the host before anything is compiled.
+
+``plan_generation`` is the one planner: ``generate`` calls it for every batch, and
+``experiments/aot.py`` calls it with the config's largest batch and prompt to compile the very
+programs the trainer will run (docs/training.md §8).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from milegpo_jax.sampling.config import SamplingConfig
+
+MIN_PROMPT_BUCKET = 16  # short prompts share one compiled shape
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def prefill_chunk_length(batch: int, bucket: int, chunk_tokens: int) -> int:
+    """Prompt tokens per row in one prefill step: ``chunk_tokens`` over the batch, as a power of two,
+    at most the bucket."""
+    per_row = max(1, chunk_tokens // batch)
+    return min(1 << (per_row.bit_length() - 1), bucket)
+
+
+def prompt_bucket(longest_prompt: int, budget: int, max_cache_len: int) -> int:
+    """Padded prompt length: the next power of two (at least ``MIN_PROMPT_BUCKET``), but never so
+    long that ``bucket + budget`` exceeds ``max_cache_len`` (callers check the prompt itself fits)."""
+    return min(max(MIN_PROMPT_BUCKET, next_power_of_two(longest_prompt)), max_cache_len - budget)
+
+
+@dataclasses.dataclass(frozen=True)
+class Switches:
+    """Compile-time choices of the prefill and decode programs (a change recompiles)."""
+
+    greedy: bool
+    top_k: int
+    use_top_p: bool
+    budget: int
+    prefill_chunk: int  # prompt tokens per row in one prefill step
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationPlan:
+    batch: int  # rows after padding to a power of two
+    bucket: int  # padded prompt length
+    switches: Switches
+
+    @property
+    def cache_len(self) -> int:
+        return self.bucket + self.switches.budget
+
+
+def plan_generation(rows: int, longest_prompt: int, config: SamplingConfig, cache_limit: int) -> GenerationPlan:
+    """The plan of a call with ``rows`` prompts, the longest ``longest_prompt`` tokens, under
+    ``config``; ``cache_limit`` is ``config.max_cache_len`` or the model's position limit."""
+    batch = next_power_of_two(rows)
+    bucket = prompt_bucket(longest_prompt, config.max_new_tokens, cache_limit)
+    switches = Switches(
+        greedy=config.greedy,
+        top_k=config.top_k,
+        use_top_p=config.top_p < 1.0,
+        budget=config.max_new_tokens,
+        prefill_chunk=prefill_chunk_length(batch, bucket, config.prefill_chunk_tokens),
+    )
+    return GenerationPlan(batch, bucket, switches)
+
+
+__all__ = ["MIN_PROMPT_BUCKET", "GenerationPlan", "Switches", "next_power_of_two", "plan_generation",
+           "prefill_chunk_length", "prompt_bucket"]

@@ -1,0 +1,84 @@
+"""Runtime options reach every model the trainer builds, and change how it runs, not what it learns:
+one iteration with scanned, fully rematerialised layers ends with the parameters of one without."""
+
+from __future__ import annotations
+
+import shutil
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from experiments.train import build_config
+from milegpo_jax.models.runtime import RuntimeOptions
+from milegpo_jax.models.qwen2 import ModelConfigError
+from milegpo_jax.train.trainer import Trainer
+
+TINY = [
+    "model.architecture.hidden_size=32",
+    "model.architecture.intermediate_size=64",
+    "model.architecture.num_layers=2",
+    "env.groups_per_iteration=2",
+    "env.group_size=2",
+    "env.max_env_steps=3",
+    "env.history_length=0",
+    "env.eval_tasks_per_split.eval_id=1",  # (0 would mean the whole split at the last iteration)
+    "sampling.max_new_tokens=8",
+    "sft.episodes=2",
+    "sft.epochs=1",
+    "sft.batch_rows=4",
+    "ppo.kl_coef=0.05",  # a reference model too
+    "ppo.minibatch_rows=8",
+    "ppo.microbatch_rows=4",
+    "run.iterations=1",
+    "run.eval_every=0",
+    "run.eval_before_training=false",
+    "logging.progress_bar=false",
+]
+
+
+def test_options_come_from_the_config_and_are_checked():
+    config = build_config("experiments/configs/demo.py", ["model.remat=full", "model.scan_layers=true",
+                                                          "ppo.logits_chunk=16"])
+    runtime = RuntimeOptions.from_config(config)
+    assert runtime == RuntimeOptions("float32", "float32", "full", True, 16) and runtime.chunk_size == 16
+    assert runtime.load_kwargs() == {"dtype": "float32", "compute_dtype": "float32", "scan_layers": True, "remat": "full"}
+    with pytest.raises(ModelConfigError, match="remat"):
+        RuntimeOptions(remat="some")
+
+
+@pytest.mark.slow
+def test_scanned_rematerialised_iteration_equals_the_plain_one(tmp_path):
+    def run(workdir, *overrides):
+        trainer = Trainer(build_config("experiments/configs/demo.py", [*TINY, *overrides]), workdir)
+        trainer.run()
+        return trainer
+
+    plain = run(tmp_path / "plain", "model.scan_layers=false", "model.remat=none")
+    # the same warm start (the expert demonstrations are not yet reproducible across runs)
+    shutil.copytree(tmp_path / "plain" / "warm_start", tmp_path / "scanned" / "warm_start")
+    scanned = run(tmp_path / "scanned", "model.scan_layers=true", "model.remat=full", "ppo.logits_chunk=8")
+    for model in (scanned.model, scanned.reference):
+        assert model.config.scan_layers and model.config.remat == "full"
+    assert not plain.model.config.scan_layers
+
+    def flat(trainer):
+        state = nnx.to_flat_state(nnx.state(trainer.model, nnx.Param))
+        return {tuple(str(p) for p in path): np.asarray(v.get_value()) for path, v in state}
+
+    plain_params, scanned_params = flat(plain), flat(scanned)
+    compared = 0
+    for path, value in plain_params.items():
+        if path[0] == "layers":  # unrolled: layers/<i>/...; scanned: layers/... stacked over [layers, ...]
+            value, other = value, scanned_params[("layers", *path[2:])][int(path[1])]
+        else:
+            other = scanned_params[path]
+        # one Adam step moves a weight by ~lr (1e-3) whatever the gradient size, so fp32 rounding of
+        # near-zero gradients shows up as a few 1e-5 (measured max 2e-5); 5e-5 is 5 % of one step
+        np.testing.assert_allclose(value, other, rtol=1e-5, atol=5e-5, err_msg="/".join(path))
+        compared += value.size
+    assert compared == sum(v.size for v in scanned_params.values())
+    ids = jax.numpy.asarray(np.arange(1, 17, dtype=np.int32)[None] % plain.model.config.vocab_size)
+    moved = np.abs(np.asarray(plain.model(ids)) - np.asarray(plain.reference(ids))).max()
+    assert moved > 1e-4  # the update did change the policy (so equal parameters mean equal updates)
