@@ -282,7 +282,7 @@ class Trainer:
         for key in updates[0]:
             metrics[f"actor/{key}"] = float(np.mean([u[key] for u in updates]))
         metrics["update/padding_fraction"] = stats.padding_fraction
-        metrics["update/tokens_per_s"] = stats.real_tokens / max(timings["time/update_s"], 1e-9)
+        metrics["time/update_tokens_per_s"] = stats.real_tokens / max(timings["time/update_s"], 1e-9)
         metrics.update(timings)
         return metrics
 

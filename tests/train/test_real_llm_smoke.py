@@ -6,6 +6,7 @@ checkpoint becomes a Hugging Face directory that transformers loads and agrees w
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +17,14 @@ import pytest
 
 from milegpo_jax.models.import_gguf import converted_checkpoint
 
-pytestmark = pytest.mark.slow
+# Opt-in: on the 2-core CPU machine one iteration of a 135M-parameter model (evaluation before training
+# included) has not finished inside 15 minutes, far past the suite's budget. Run it where there is time
+# or an accelerator: MILEGPO_REAL_LLM_SMOKE=1 bash tests/run.sh tests/train/test_real_llm_smoke.py
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(os.environ.get("MILEGPO_REAL_LLM_SMOKE") != "1",
+                       reason="real-LLM training smoke is opt-in (MILEGPO_REAL_LLM_SMOKE=1): too slow for CPU CI"),
+]
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERRIDES = [
