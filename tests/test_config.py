@@ -275,3 +275,26 @@ def test_choices_match_what_the_loss_implements():
     from milegpo_jax.train import loss
 
     assert set(config.KL_ESTIMATORS) == set(loss.KL_ESTIMATORS)
+
+
+# Today's hashes of the shipped configs, pinned when the config became a package: a checkpoint written
+# by an earlier run resumes only if its config still hashes the same (docs/training.md, resume).
+PINNED_HASHES = {
+    "alfworld.py": "288ec190055fe93b",
+    "base.py": "a679d59481edae61",
+    "demo.py": "e8bde94a870a8ad9",
+    "webshop.py": "1c842d95882e1038",
+    "twx.py:twc": "eddf22dfa89fbcc5",
+    "twx.py:cookingworld": "5a036c837d84b2d0",
+    "twx.py:coin": "86ba92966418606a",
+    "twx.py:mapreader": "4948dc2934ffa490",
+}
+
+
+@pytest.mark.parametrize("spec, expected", sorted(PINNED_HASHES.items()))
+def test_shipped_config_hashes_are_pinned(spec, expected):
+    assert config_hash(load_config(load_config_file(f"{REPO / 'experiments' / 'configs'}/{spec}"))) == expected
+
+
+def test_default_config_hash_is_pinned():
+    assert config_hash(load_config({})) == "3592a0bbe3ca8dd0"
