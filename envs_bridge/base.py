@@ -43,9 +43,9 @@ class StepResult:
 
 
 class EnvAdapter(abc.ABC):
-    """One environment instance. Subclasses are registered in ``envs_bridge.registry``."""
+    """One environment instance. Each has a spec in ``envs_bridge.specs``."""
 
-    #: registry name, e.g. "textworld_express"
+    #: spec name, e.g. "textworld_express"
     name: str = ""
 
     @abc.abstractmethod

@@ -1,67 +1,40 @@
-"""Environment name -> adapter class, imported lazily.
+"""Environment name -> adapter class, imported lazily from the env's spec (``envs_bridge.specs``).
 
-Each entry names the module and class of an adapter (``envs_bridge.base.EnvAdapter``) plus what to
-install when its third-party package is missing. Modules are imported only when that environment is
-asked for, so a machine (or server interpreter) without, say, ``alfworld`` still serves
-``textworld_express``. Adding an environment is one line in ``ADAPTERS``; the adapter class is then
-built as ``cls(**options)`` with the JSON options the client sent to ``/create``.
+Modules are imported only when that environment is asked for, so a machine (or server interpreter)
+without, say, ``alfworld`` still serves ``textworld_express``. The adapter class is built as
+``cls(**options)`` with the JSON options the client sent to ``/create``.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import importlib
 import inspect
 from typing import Any
 
 from envs_bridge.base import EnvAdapter, EnvError
+from envs_bridge.specs import UnknownEnvError, env_names, env_spec
 
-
-@dataclasses.dataclass(frozen=True)
-class AdapterEntry:
-    module: str  # import path of the adapter module
-    class_name: str  # EnvAdapter subclass in that module
-    install_hint: str  # shown when the module's imports fail
-
-
-ADAPTERS: dict[str, AdapterEntry] = {
-    "textworld_express": AdapterEntry(
-        "envs_bridge.textworld_express.adapter",
-        "TextWorldExpressAdapter",
-        "pip install textworld-express==1.1.0 (and Java >= 11 on PATH)",
-    ),
-    "webshop": AdapterEntry("envs_bridge.webshop.adapter", "WebShopAdapter", "pip install rank-bm25 thefuzz"),
-    "alfworld": AdapterEntry(
-        "envs_bridge.alfworld.adapter",
-        "AlfWorldAdapter",
-        "bash envs_bridge/alfworld/bootstrap.sh, then serve it with .venv-alfworld/bin/python (MILEGPO_PYTHON_ALFWORLD)",
-    ),
-}
+__all__ = ["EnvUnavailableError", "adapter_class", "env_names", "make_adapter"]
 
 
 class EnvUnavailableError(RuntimeError):
     """The environment is registered but cannot be imported in this interpreter."""
 
 
-def env_names() -> tuple[str, ...]:
-    return tuple(ADAPTERS)
-
-
 def adapter_class(name: str) -> type[EnvAdapter]:
-    """Imports and returns the adapter class registered under ``name``."""
-    entry = ADAPTERS.get(name)
-    if entry is None:
-        raise EnvError(f"unknown environment {name!r}: registered are {', '.join(ADAPTERS)}")
+    """Imports and returns the adapter class of environment ``name``."""
     try:
-        module = importlib.import_module(entry.module)
+        spec = env_spec(name)
+    except UnknownEnvError as error:
+        raise EnvError(str(error)) from None
+    try:
+        cls = spec.adapter_class()
     except ImportError as error:
         raise EnvUnavailableError(
             f"environment {name!r} cannot be loaded in this interpreter ({error}); "
-            f"install what it needs: {entry.install_hint}"
+            f"install what it needs: {spec.install_hint}"
         ) from error
-    cls = getattr(module, entry.class_name)
     if not (inspect.isclass(cls) and issubclass(cls, EnvAdapter)):
-        raise TypeError(f"{entry.module}.{entry.class_name} is not an EnvAdapter subclass")
+        raise TypeError(f"{spec.adapter} is not an EnvAdapter subclass")
     return cls
 
 

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from milegpo_jax.rollout.prompts import ENVS
+from envs_bridge.specs import env_names
 
 # Episode caps of the training recipes (experiments/configs).
 DEFAULT_MAX_STEPS = {"alfworld": 50, "webshop": 30, "textworld_express": 50}
@@ -56,7 +56,7 @@ def _option(text: str) -> tuple[str, object]:
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m experiments.play", description=__doc__.split("\n")[0])
     parser.add_argument("--checkpoint", required=True, help="Hugging Face checkpoint directory (with tokenizer files)")
-    parser.add_argument("--env", required=True, choices=ENVS)
+    parser.add_argument("--env", required=True, choices=env_names())
     parser.add_argument("--tasks", type=int, required=True, help="episodes: tasks 0..N-1 of the split")
     parser.add_argument("--temperature", type=float, default=0.0, help="0: greedy (default)")
     parser.add_argument("--split", default="eval_id", choices=("train", "eval_id", "eval_ood"))

@@ -20,7 +20,8 @@ from pathlib import Path
 import numpy as np
 
 from milegpo_jax.credit.api import compute_credit
-from milegpo_jax.credit.config import CreditConfigError, make_credit_config, parse_overrides
+from milegpo_jax.config import parse_credit_options
+from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.estimators import milegpo_terms
 from milegpo_jax.credit.cli import OneLineParser, UsageError, add_limit_options, check_limit_options
 from milegpo_jax.credit.input_file import read_rollout_file
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
         check_limit_options(args)
-        overrides = parse_overrides(args.set)
+        overrides = parse_credit_options(args.set)
         configs = [
             make_credit_config(estimator, args.recipe, stage, overrides if estimator == "milegpo" else None)
             for _, estimator, stage in COLUMNS

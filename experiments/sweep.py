@@ -16,7 +16,6 @@ status is 1 if any run failed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import inspect
 import json
 import shlex
@@ -33,20 +32,13 @@ from milegpo_jax.config import (
     format_override,
     load_config,
     load_config_file,
+    load_file_function,
     split_config_flags,
 )
 
 
 def load_sweep(path: str, seeds: Sequence[int] | None) -> list[dict[str, Any]]:
-    file = Path(path)
-    if not file.is_file():
-        raise ConfigError(f"sweep file {path} does not exist")
-    spec = importlib.util.spec_from_file_location(f"_milegpo_sweep_{file.stem}", file)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    get_sweep = getattr(module, "get_sweep", None)
-    if not callable(get_sweep):
-        raise ConfigError(f"{path} defines no get_sweep()")
+    get_sweep = load_file_function(path, "get_sweep", "sweep file")
     if seeds is not None:
         if "seeds" not in inspect.signature(get_sweep).parameters:
             raise ConfigError(f"{path}: get_sweep() takes no seeds; drop --seeds")

@@ -54,7 +54,7 @@ def error_of(raw, *overrides) -> str:
         ("mesh.tensr=2", "'mesh.tensor'"),
         ("seed=2", "'run.seed'"),  # section forgotten: matched across sections
         ("learning_rate=1e-5", "'optim.learning_rate'"),
-        ("credit.overrides.etta=0.5", "'credit.overrides.eta'"),  # CreditConfig's fields
+        ("credit.etta=0.5", "'credit.eta'"),  # CreditConfig's fields are the section's
         ("samplng.temperature=0.5", "'sampling'"),
     ],
 )
@@ -101,8 +101,8 @@ def test_overrides_parse_to_the_schema_types(alfworld_raw):
         "logging.tensorboard=false",
         "env.eval_seeds=1,2",
         "model.hf_checkpoint=/ckpt/qwen",
-        "credit.overrides.eta=0.5",
-        "credit.overrides.include_start_state=false",
+        "credit.eta=0.5",
+        "credit.include_start_state=false",
         "env.eval_tasks_per_split.eval_id=7",
     )
     assert config.run.seed == 3 and isinstance(config.run.seed, int)
@@ -160,7 +160,7 @@ def test_python_value_overrides_from_a_mapping(alfworld_raw):
 
 def test_apply_overrides_leaves_the_input_untouched(alfworld_raw):
     before = alfworld_raw.to_dict()
-    apply_overrides(alfworld_raw, ["run.seed=9", "credit.overrides.eta=0.7"])
+    apply_overrides(alfworld_raw, ["run.seed=9", "credit.eta=0.7"])
     assert alfworld_raw.to_dict() == before
 
 
@@ -242,7 +242,7 @@ def test_hash_ignores_what_may_change_on_resume(alfworld_raw):
 
 def test_hash_changes_with_what_defines_the_run(alfworld_raw):
     reference = config_hash(load_config(alfworld_raw))
-    for override in ("ppo.kl_coef=0.02", "run.seed=1", "credit.stage=rcs", "credit.overrides.eta=0.3",
+    for override in ("ppo.kl_coef=0.02", "run.seed=1", "credit.stage=rcs", "credit.eta=0.3",
                      "env.max_env_steps=40", "model.hf_checkpoint=/other", "optim.learning_rate=2e-6"):
         assert config_hash(build(alfworld_raw, override)) != reference, override
 
@@ -262,7 +262,7 @@ def test_hash_is_stable_across_processes_and_key_order(alfworld_raw):
 
 def test_describe_changes_lists_dotted_paths(alfworld_raw):
     old = config_identity(load_config(alfworld_raw))
-    new = config_identity(build(alfworld_raw, "ppo.kl_coef=0.02", "credit.overrides.eta=0.3"))
+    new = config_identity(build(alfworld_raw, "ppo.kl_coef=0.02", "credit.eta=0.3"))
     assert describe_changes(old, new) == ["credit.overrides.eta: '<absent>' -> 0.3", "ppo.kl_coef: 0.01 -> 0.02"]
 
 

@@ -7,7 +7,6 @@ nouns.py          noun extraction for the reward's type factor (lexicon default,
 reward.py         WebShop's purchase reward, rule for rule
 engine.py         the page state machine and its [SEP]-joined text observations
 oracle.py         the gold action sequence of a goal
-adapter.py        WebShopAdapter: the EnvAdapter the env servers host (registry name "webshop")
-original.py       optional adapter over princeton-nlp's web_agent_site, where installed
+adapter.py        WebShopAdapter: the EnvAdapter the env servers host (spec "webshop", envs_bridge/specs.py)
 bench.py          in-process random play: steps/s and states shared within groups
 """

@@ -27,7 +27,8 @@ from experiments.arena.contestants import BASELINE, PAPER_CONTESTANTS, parse_con
 from experiments.arena.envs import MILESTONE_ENVS, RECIPE_OF_ENV, REWARD_SCALE, EnvSpec, make_backend, make_env_spec
 from experiments.arena.policy import UPDATES
 from experiments.arena.run import RunSettings
-from milegpo_jax.credit.config import CreditConfigError, parse_overrides
+from milegpo_jax.config import parse_credit_options
+from milegpo_jax.credit.config import CreditConfigError
 
 
 class ArenaInputError(ValueError):
@@ -91,7 +92,7 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
         extra[key] = _env_value(value)
     spec = make_env_spec(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
     recipe = args.recipe or RECIPE_OF_ENV.get(args.env, "alfworld")
-    contestants = parse_contestants(args.contestants, recipe, parse_overrides(args.set), args.env in MILESTONE_ENVS)
+    contestants = parse_contestants(args.contestants, recipe, parse_credit_options(args.set), args.env in MILESTONE_ENVS)
     settings = RunSettings(
         groups=args.groups, group_size=args.group_size, tasks=args.tasks or args.groups, iterations=args.iterations,
         update=args.update, ppo_epochs=args.ppo_epochs, clip=args.clip, reward_scale=REWARD_SCALE.get(args.env, 1.0),

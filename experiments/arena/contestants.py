@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.config import NEEDS_MILESTONES, STAGES, CreditConfig, CreditConfigError, make_credit_config
 from milegpo_jax.credit.estimators import registered_estimators
@@ -44,16 +46,15 @@ def expand_all(milestones: bool = True) -> tuple[str, ...]:
     return (*names, RANDOM)
 
 
-def parse_contestant(spec: str, recipe: str, overrides: Mapping[str, str] | None = None) -> Contestant:
+def parse_contestant(spec: str, recipe: str, overrides: Mapping[str, Any] | None = None) -> Contestant:
     """One contestant; a bad name, stage or option raises CreditConfigError naming it."""
     head, *assignments = spec.split("@")
     name, _, stage = head.partition(":")
     own = dict(overrides or {})
-    for assignment in assignments:
-        key, sep, value = assignment.partition("=")
-        if not sep or not key:
-            raise CreditConfigError(f"contestant {spec!r}: option {assignment!r} is not key=value")
-        own[key] = value
+    try:
+        own.update(parse_credit_options(assignments, flag="option"))
+    except CreditConfigError as error:
+        raise CreditConfigError(f"contestant {spec!r}: {error}") from None
     if name == RANDOM:
         if stage or assignments:
             raise CreditConfigError(f"contestant {spec!r}: the random control takes no stage or options")
@@ -71,7 +72,7 @@ def parse_contestant(spec: str, recipe: str, overrides: Mapping[str, str] | None
 
 
 def parse_contestants(
-    specs: Sequence[str], recipe: str, overrides: Mapping[str, str] | None = None, milestones: bool = True
+    specs: Sequence[str], recipe: str, overrides: Mapping[str, Any] | None = None, milestones: bool = True
 ) -> list[Contestant]:
     """``milestones``: whether the env flags milestone steps (estimators in NEEDS_MILESTONES read them)."""
     expanded = [name for spec in specs for name in (expand_all(milestones) if spec == "all" else (spec,))]

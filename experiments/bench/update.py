@@ -120,12 +120,12 @@ def rollout_rows(config, workdir: Path, progress: bool):
     """(model, tokenizer, generations, advantages) of one real rollout with the demo's warm start."""
     from envs_bridge.client import EnvPool
     from envs_bridge.groups import GroupPlan
+    from envs_bridge.specs import env_spec
     from milegpo_jax.credit.api import compute_credit
     from milegpo_jax.models import load_pretrained
     from milegpo_jax.models.tokenizer import load_tokenizer
     from milegpo_jax.rollout.collector import collect
     from milegpo_jax.rollout.policy import SamplerPolicy
-    from milegpo_jax.train.trainer import REWARD_SCALE
     from milegpo_jax.train.warm_start import write_warm_start
 
     warm_start = workdir / "warm_start"
@@ -142,7 +142,7 @@ def rollout_rows(config, workdir: Path, progress: bool):
                                 env.group_size, seed=config.run.seed)
         batch = collect(pool, policy, plan, env=env.name, max_steps=env.max_env_steps,
                         history_length=env.history_length, temperature=config.sampling.temperature, seed=0,
-                        reward_scale=REWARD_SCALE.get(env.name, 1.0))
+                        reward_scale=env_spec(env.name).reward_scale)
     finally:
         pool.close()
     groups, aligned = batch.credit_groups()

@@ -1,11 +1,11 @@
 """ALFWorld, the paper's main recipe: MileGPO on Qwen2.5-1.5B-Instruct (docs/credit.md §5.10, §7).
 
-50 env steps per episode, prompts up to 2048 tokens, PPO mini-batch 256 / micro-batch 64 rows,
-ALFWorld's credit recipe (mean-std norm, eta 0.2, theta_m 1.1, rho 0, kappa_bc 0). Validation on the
-in-distribution (eval_id, 140 tasks) and out-of-distribution (eval_ood, 134 tasks) splits, every task,
-seeds 123/456/789. The ALFWorld servers run in their own interpreter
-(``envs_bridge/alfworld/bootstrap.sh``; ``--config.env.python=.venv-alfworld/bin/python`` or
-``$MILEGPO_PYTHON_ALFWORLD``).
+50 env steps per episode, prompts up to 2048 tokens, PPO mini-batch 256 / micro-batch 64 rows (the
+defaults), ALFWorld's credit recipe (mean-std norm, eta 0.2, theta_m 1.1, rho 0, kappa_bc 0: the
+env's, from its spec). Validation on the in-distribution (eval_id, 140 tasks) and
+out-of-distribution (eval_ood, 134 tasks) splits, every task, seeds 123/456/789. The ALFWorld servers
+run in their own interpreter (``envs_bridge/alfworld/bootstrap.sh``;
+``--config.env.python=.venv-alfworld/bin/python`` or ``$MILEGPO_PYTHON_ALFWORLD``).
 
     python -m experiments.train --config experiments/configs/alfworld.py --workdir runs/alfworld \
         --config.model.hf_checkpoint=/path/to/Qwen2.5-1.5B-Instruct
@@ -21,12 +21,6 @@ def get_config(arg=None):
     config = base.get_config()
     config.env.name = "alfworld"
     config.env.options = ml_collections.ConfigDict()  # adapter defaults: the generated games, no expert
-    config.env.max_env_steps = 50
-    config.env.eval_tasks_per_split = ml_collections.ConfigDict({"eval_id": 0, "eval_ood": 0})
-    config.sampling.max_prompt_tokens = 2048
-    config.credit.recipe = "alfworld"
-    config.ppo.minibatch_rows = 256
-    config.ppo.microbatch_rows = 64
     config.ppo.logits_chunk = 512  # fits the train step on v5e:4x4 (experiments.aot; README)
     config.run.name = "alfworld-milegpo"
     return config

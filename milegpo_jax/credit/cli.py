@@ -21,7 +21,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from milegpo_jax.credit.config import ESTIMATORS, RECIPES, STAGES, CreditConfigError, make_credit_config, parse_overrides
+from milegpo_jax.config import parse_credit_options
+from milegpo_jax.credit.config import ESTIMATORS, RECIPES, STAGES, CreditConfigError, make_credit_config
 from milegpo_jax.credit.input_file import DEFAULT_MAX_INPUT_BYTES, read_rollout_file
 from milegpo_jax.credit.limits import DEFAULT_MAX_MEMORY_BYTES, CreditLimitError, check_memory, check_reward_range
 from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs
@@ -97,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.stage is not None and args.stage not in STAGES:
             raise CreditConfigError(f"unknown stage {args.stage!r}: choose one of {', '.join(STAGES)}")
-        cfg = make_credit_config(args.estimator, args.recipe, args.stage, parse_overrides(args.set))
+        cfg = make_credit_config(args.estimator, args.recipe, args.stage, parse_credit_options(args.set))
         check_limit_options(args)
         output = check_output_place(args.output) if args.output else None
         groups = read_rollout_file(args.input, args.max_input_bytes)

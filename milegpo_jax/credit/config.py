@@ -3,7 +3,8 @@
 Every reconstruction choice R1-R16 of docs/credit.md §5.12 that is not fixed by the data model is an
 option here, defaulting to the documented choice. ``make_credit_config`` applies, in order: the field
 defaults, the estimator's recipe defaults (verl-agent run scripts for GRPO/GiGPO/GraphGPO, paper
-Table 5 for MileGPO), the MileGPO stage, then user overrides (``--set key=value``).
+Table 5 for MileGPO), the MileGPO stage, then user overrides (typed values; a command line's
+``--set key=value`` text is parsed by ``milegpo_jax.config.parse_credit_options``).
 """
 
 from __future__ import annotations
@@ -201,34 +202,18 @@ _RECIPE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
 DEFAULT_RECIPE = "alfworld"
 
 
-def _coerce(name: str, text_or_value: Any, field_type: type) -> Any:
-    """Converts a ``--set`` string (or a Python value) to the field's type, with a clear error."""
-    if not isinstance(text_or_value, str):
-        value = text_or_value
-        if field_type is float and isinstance(value, int) and not isinstance(value, bool):
-            return float(value)
-        if field_type is bool and not isinstance(value, bool):
-            raise CreditConfigError(f"{name}={value!r}: expected true/false")
-        if field_type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise CreditConfigError(f"{name}={value!r}: expected a number")
-        return value
-    text = text_or_value.strip()
-    try:
-        if field_type is bool:
-            lowered = text.lower()
-            if lowered in ("true", "1", "yes"):
-                return True
-            if lowered in ("false", "0", "no"):
-                return False
-            raise ValueError
-        if field_type is int:
-            return int(text)
-        if field_type is float:
-            return float(text)
-    except ValueError:
-        expected = "true/false" if field_type is bool else field_type.__name__
-        raise CreditConfigError(f"{name}={text!r}: expected {expected}") from None
-    return text
+def _checked(name: str, value: Any, field_type: type) -> Any:
+    """A Python value of the field's type (int accepted for float). Text from a command line is parsed
+    before it gets here, by ``milegpo_jax.config.parse_credit_options``."""
+    if field_type is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if field_type is bool and not isinstance(value, bool):
+        raise CreditConfigError(f"{name}={value!r}: expected true/false")
+    if field_type in (int, float) and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        raise CreditConfigError(f"{name}={value!r}: expected a number")
+    if field_type is str and not isinstance(value, str):
+        raise CreditConfigError(f"{name}={value!r}: expected a string")
+    return value
 
 
 _FIELD_TYPES = {f.name: {"str": str, "float": float, "int": int, "bool": bool}[f.type] for f in dataclasses.fields(CreditConfig)}
@@ -254,16 +239,5 @@ def make_credit_config(
     for name, value in (overrides or {}).items():
         if name not in _FIELD_TYPES or name == "estimator":
             raise CreditConfigError(f"unknown credit option {name!r}")
-        values[name] = _coerce(name, value, _FIELD_TYPES[name])
+        values[name] = _checked(name, value, _FIELD_TYPES[name])
     return CreditConfig(**values)
-
-
-def parse_overrides(assignments: list[str]) -> dict[str, str]:
-    """Parses ``key=value`` strings from the command line."""
-    overrides = {}
-    for assignment in assignments:
-        key, sep, value = assignment.partition("=")
-        if not sep or not key.strip():
-            raise CreditConfigError(f"--set {assignment!r}: expected key=value")
-        overrides[key.strip()] = value
-    return overrides

@@ -8,9 +8,9 @@ the current observation. Each history entry holds the observation the agent acte
 showed it) and the projected action it took there.
 
 The projection turns an LLM response into the env action and a validity flag: the lower-cased text
-between the first ``<action>`` and the first ``</action>``, stripped; without both tags the last 30
-(ALFWorld, TextWorldExpress) or 20 (WebShop) characters of the lower-cased response go to the env
-and the step is invalid; it is also invalid without ``<think>`` and ``</think>`` (looked up in the
+between the first ``<action>`` and the first ``</action>``, stripped; without both tags the last
+``action_tail_chars`` of the env's spec (``envs_bridge.specs``: 30 for ALFWorld and TextWorldExpress,
+20 for WebShop) characters of the lower-cased response go to the env and the step is invalid; it is also invalid without ``<think>`` and ``</think>`` (looked up in the
 response as written) or with CJK characters (U+4E00-U+9FFF). Admissibility is not checked: the env
 answers an inadmissible command itself (e.g. ALFWorld's "Nothing happens.").
 """
@@ -18,13 +18,14 @@ answers an inadmissible command itself (e.g. ALFWorld's "Nothing happens.").
 from __future__ import annotations
 
 import dataclasses
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+
+from envs_bridge.specs import EnvSpec, UnknownEnvError, env_spec
 
 HISTORY_LENGTH = 2
 WEBSHOP_MAX_PROMPT_CHARS = 13_000  # longer history prompts fall back to the no-history template
-TAIL_CHARS = {"alfworld": 30, "webshop": 20, "textworld_express": 30}  # fallback action length
-ENVS = tuple(TAIL_CHARS)
 
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 _ALFWORLD_TASK_MARKER = "Your task is to: "
@@ -238,11 +239,17 @@ def build_prompt(
     history: Sequence[HistoryEntry] = (),
     history_length: int = HISTORY_LENGTH,
 ) -> str:
-    """Dispatches to the env's template (``admissible_actions`` as the env lists them)."""
-    builders = {"alfworld": alfworld_prompt, "webshop": webshop_prompt, "textworld_express": textworld_express_prompt}
-    if env not in builders:
-        raise ValueError(f"no prompt template for env {env!r}: known are {', '.join(builders)}")
-    return builders[env](observation, admissible_actions, task=task, history=history, history_length=history_length)
+    """Dispatches to the env's prompt builder (its spec's; ``admissible_actions`` as the env lists them)."""
+    builder: Callable[..., str] = _spec(env, "prompt template").prompt_function()
+    return builder(observation, admissible_actions, task=task, history=history, history_length=history_length)
+
+
+@functools.lru_cache(maxsize=None)
+def _spec(env: str, what: str) -> EnvSpec:
+    try:
+        return env_spec(env)
+    except UnknownEnvError as error:
+        raise ValueError(f"no {what} for env {env!r}: {error}") from None
 
 
 # ---------------------------------------------------------------------------------------- projection
@@ -250,13 +257,12 @@ def build_prompt(
 
 def project_action(response: str, env: str) -> tuple[str, bool]:
     """(env action, format-valid) for one LLM response; see the module docstring for the rules."""
-    if env not in TAIL_CHARS:
-        raise ValueError(f"no projection rule for env {env!r}: known are {', '.join(TAIL_CHARS)}")
+    tail_chars = _spec(env, "projection rule").action_tail_chars
     lowered = response.lower()
     start = lowered.find("<action>")
     end = lowered.find("</action>")
     if start == -1 or end == -1:
-        return lowered[-TAIL_CHARS[env]:], False
+        return lowered[-tail_chars:], False
     # As in verl-agent: a "</action>" before the first "<action>" slices to the empty action, still valid.
     action = lowered[start + len("<action>"):end].strip()
     valid = "<think>" in response and "</think>" in response and not _CJK.search(response)

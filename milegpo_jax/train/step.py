@@ -130,7 +130,13 @@ def build_train_step(config, graphdef, runtime=None) -> TrainStep:
     from milegpo_jax.models.runtime import RuntimeOptions
 
     runtime = runtime or RuntimeOptions.from_config(config)
-    return TrainStep(graphdef, make_optimizer(config.optim), PPOLoss(config.ppo.loss_config(), runtime.chunk_size))
+    return TrainStep(graphdef, make_optimizer(config.optim), PPOLoss(_loss_config(config.ppo), runtime.chunk_size))
+
+
+def _loss_config(ppo) -> PPOLossConfig:
+    """The loss's own config from the ``ppo`` section (the config package imports nothing of train/)."""
+    return PPOLossConfig(clip_low=ppo.clip_low, clip_high=ppo.clip_high, kl_coef=ppo.kl_coef,
+                         kl_estimator=ppo.kl_estimator, entropy_coef=ppo.entropy_coef)
 
 
 def batch_shapes(keys, micro: int, rows: int, length: int,

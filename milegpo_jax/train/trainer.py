@@ -29,6 +29,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
+from envs_bridge.specs import env_spec
 from milegpo_jax import multihost
 from milegpo_jax.config import TrainConfig, config_hash, config_identity
 from milegpo_jax.credit.api import compute_credit
@@ -51,9 +52,6 @@ from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_
 from milegpo_jax.train.warm_start import warm_start_status, write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)
-# The env's reward is 1 on success (TextWorldExpress) or 10 (ALFWorld/WebShop adapters): credit wants
-# the 10-on-success scale of docs/credit.md §1.2 (the 0.1 invalid penalty is relative to it).
-REWARD_SCALE = {"textworld_express": 10.0}
 PROGRESS_KEYS = ("rollout/success_rate", "actor/kl", "actor/policy_loss", "eval/eval_id/success_rate")
 
 
@@ -186,7 +184,7 @@ class Trainer:
         batch = collect(
             self.pool, self.policy, plan, env=self.config.env.name, max_steps=self.config.env.max_env_steps,
             history_length=self.config.env.history_length, temperature=temperature, seed=seed,
-            reward_scale=REWARD_SCALE.get(self.config.env.name, 1.0),
+            reward_scale=env_spec(self.config.env.name).reward_scale,
         )
         self.policy.model = None  # the parameters it views are donated to the next update
         return batch if hosts == 1 else merge_host_batches(multihost.allgather_objects(batch))

@@ -9,6 +9,7 @@ import pytest
 
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.batch import SINK, build_batch, bucket_size
+from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.rollouts import make_group
 from tests.credit.spec_vectors import EXAMPLES
@@ -70,7 +71,8 @@ def test_recipes_follow_the_run_scripts_and_table_5():
 
 
 def test_config_is_frozen_hashable_and_typed():
-    cfg = make_credit_config("milegpo", overrides={"omega": "0.5", "kappa_bc": "1", "bcc_self_loops": "false", "rho": 1})
+    text = parse_credit_options(["omega=0.5", "kappa_bc=1", "bcc_self_loops=false"])  # the CLI's --set
+    cfg = make_credit_config("milegpo", overrides={**text, "rho": 1})
     assert (cfg.omega, cfg.kappa_bc, cfg.bcc_self_loops, cfg.rho) == (0.5, 1, False, 1.0)
     assert hash(cfg) == hash(dataclasses.replace(cfg))
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -81,6 +83,8 @@ def test_config_is_frozen_hashable_and_typed():
         make_credit_config("milegpo", overrides={"kappa_bc": 2})
     with pytest.raises(CreditConfigError, match="expected true/false"):
         make_credit_config("milegpo", overrides={"bcc_self_loops": "maybe"})
+    with pytest.raises(CreditConfigError, match="expected true/false"):
+        parse_credit_options(["bcc_self_loops=maybe"])
 
 
 @pytest.mark.parametrize(
@@ -118,9 +122,9 @@ def test_family_recipes_and_options():
     assert make_credit_config("hgpo", "webshop").norm_mode == "mean"
     assert make_credit_config("mvpo", "webshop").norm_mode == "mean_std"
     for bad, message in (
-        ({"hgpo_history": "-1"}, "hgpo_history=-1"),
-        ({"mvpo_ema_beta": "1.0"}, "mvpo_ema_beta=1.0"),
-        ({"ecpo_tau": "0"}, "ecpo_tau=0.0"),
+        ({"hgpo_history": -1}, "hgpo_history=-1"),
+        ({"mvpo_ema_beta": 1.0}, "mvpo_ema_beta=1.0"),
+        ({"ecpo_tau": 0}, "ecpo_tau=0.0"),
         ({"mvpo_route": "some"}, "mvpo_route='some'"),
     ):
         with pytest.raises(CreditConfigError, match=message):

@@ -56,7 +56,7 @@ def test_stdout_when_no_output_and_set_overrides_reach_the_estimator(examples_fi
     result = run_cli("--input", str(examples_file), "--estimator", "milegpo", "--set", "eta=0.7", "--set", "rho=0.25")
     assert result.returncode == 0, result.stderr
     printed = json.loads(result.stdout)
-    cfg = make_credit_config("milegpo", overrides={"eta": "0.7", "rho": "0.25"})
+    cfg = make_credit_config("milegpo", overrides={"eta": 0.7, "rho": 0.25})
     groups = [example["group"] for example in EXAMPLES.values()]
     expected = reference.compute_advantages(groups, cfg)
     for got_group, want_group in zip(printed["advantages"], expected):

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
+import importlib.util
+import inspect
+from pathlib import Path
+
 import pytest
 
-from envs_bridge import registry
+from envs_bridge import registry, specs
 from envs_bridge.base import EnvAdapter, EnvError
 from envs_bridge.groups import GroupPlan, repeated_state_share
 
@@ -21,12 +27,32 @@ def test_unknown_env_names_the_registered_ones():
 
 
 def test_missing_package_fails_only_that_env_with_an_install_hint(monkeypatch):
-    monkeypatch.setitem(
-        registry.ADAPTERS, "fancy", registry.AdapterEntry("envs_bridge.no_such_module", "Fancy", "pip install fancy-env==1.0")
-    )
+    fancy = dataclasses.replace(specs.SPECS["webshop"], name="fancy", adapter="envs_bridge.no_such_module:Fancy",
+                                install_hint="pip install fancy-env==1.0")
+    monkeypatch.setitem(specs.SPECS, "fancy", fancy)
     with pytest.raises(registry.EnvUnavailableError, match="pip install fancy-env==1.0"):
         registry.make_adapter("fancy")
     assert registry.adapter_class("textworld_express")  # the others still load
+
+
+def _init_options_from_source(adapter_path: str) -> tuple[str, ...]:
+    """The adapter's __init__ keyword names, read from its source (ALFWorld imports only in its own venv)."""
+    module, _, class_name = adapter_path.partition(":")
+    source = Path(importlib.util.find_spec(module.rsplit(".", 1)[0]).submodule_search_locations[0]) / (module.rsplit(".", 1)[1] + ".py")
+    for node in ast.walk(ast.parse(source.read_text())):
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            init = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+            return tuple(a.arg for a in init.args.args[1:] + init.args.kwonlyargs)
+    raise AssertionError(f"no class {class_name} in {source}")
+
+
+@pytest.mark.parametrize("name", sorted(specs.SPECS))
+def test_spec_adapter_options_are_the_adapters_keyword_arguments(name):
+    spec = specs.SPECS[name]
+    names = _init_options_from_source(spec.adapter)
+    assert set(spec.adapter_options) == set(names) - {"max_steps"} and "max_steps" in names
+    if name != "alfworld":  # importable here: the live signature agrees with the source
+        assert tuple(inspect.signature(registry.adapter_class(name)).parameters) == names
 
 
 def test_bad_options_are_client_errors():

@@ -10,7 +10,6 @@ from envs_bridge.base import SPLITS, EnvError
 from envs_bridge.registry import make_adapter
 from envs_bridge.webshop.adapter import DEFAULT_OOD_PRODUCT_TYPES, WebShopAdapter
 from envs_bridge.webshop.bench import play_groups, random_action
-from envs_bridge.webshop.original import OriginalWebShopAdapter
 from envs_bridge.webshop.product_types import PRODUCT_TYPES
 
 
@@ -148,12 +147,6 @@ def test_registry_builds_the_adapter_from_json_options():
     env = make_adapter("webshop", max_steps=30, ood_product_types=["coffee", "office_desk"])
     assert isinstance(env, WebShopAdapter) and env.max_steps == 30
     assert env.catalog is WebShopAdapter().catalog  # instances of one process share the catalog
-
-
-@pytest.mark.skipif(importlib.util.find_spec("web_agent_site") is not None, reason="web_agent_site is installed")
-def test_original_adapter_explains_what_is_missing():
-    with pytest.raises(EnvError, match="web_agent_site"):
-        OriginalWebShopAdapter(file_path="items_shuffle.json")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("spacy") is not None, reason="spaCy is installed")

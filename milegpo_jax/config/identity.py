@@ -1,0 +1,84 @@
+"""A run's identity: the plain dict of a ``TrainConfig``, its hash, and the changes between two.
+
+Fields a run may change without invalidating its checkpoints (iteration budget, logging, mesh,
+server placement, checkpoint cadence) are left out of ``config_hash``; see ``HASH_EXCLUDED``. A
+resumed run must match its checkpoint's hash (``milegpo_jax.train.checkpoint``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from milegpo_jax.config.checks import plain
+from milegpo_jax.config.credit import credit_identity
+from milegpo_jax.config.schema import TrainConfig
+
+# Dotted paths (or whole sections) that do not enter config_hash: changing them on resume is safe.
+HASH_EXCLUDED = (
+    "run.name",
+    "run.iterations",
+    "run.eval_every",
+    "run.eval_before_training",
+    "run.save_every",
+    "run.keep_checkpoints",
+    "run.allow_config_change",
+    "env.num_servers",
+    "env.python",
+    "env.step_timeout_s",
+    "env.reset_timeout_s",
+    "ppo.logits_chunk",  # memory layout only: the same log-probs either way
+    "mesh",
+    "logging",
+    "distributed",
+)
+
+
+def _thaw(value: Any) -> Any:
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _thaw(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    return plain(value)
+
+
+def to_dict(config: TrainConfig) -> dict[str, Any]:
+    """Plain nested dict (JSON-serialisable) of a TrainConfig; ``load_config`` reads it back."""
+    return _thaw(config)
+
+
+def config_identity(config: TrainConfig) -> dict[str, Any]:
+    """What ``config_hash`` covers: ``to_dict`` less ``HASH_EXCLUDED``, the credit section as the
+    options set (``credit.credit_identity``) with the recipe resolved."""
+    data = to_dict(config)
+    data["credit"] = credit_identity(config.credit, config.credit_recipe)
+    for path in HASH_EXCLUDED:
+        *parents, leaf = path.split(".")
+        node = data
+        for part in parents:
+            node = node[part]
+        node.pop(leaf)
+    return data
+
+
+def config_hash(config: TrainConfig) -> str:
+    """Stable 16-hex digest of the fields that define a run's trajectory (not iterations, logging,
+    mesh, server placement or checkpoint cadence): a resumed run must match it."""
+    text = json.dumps(config_identity(config), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
+    """``["ppo.kl_coef: 0.01 -> 0.02", ...]`` between two ``config_identity`` dicts."""
+    changes = []
+    for key in sorted(set(old) | set(new)):
+        path = prefix + key
+        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
+        if isinstance(a, Mapping) and isinstance(b, Mapping):
+            changes += describe_changes(a, b, path + ".")
+        elif a != b:
+            changes.append(f"{path}: {a!r} -> {b!r}")
+    return changes
