@@ -298,3 +298,56 @@ def test_shipped_config_hashes_are_pinned(spec, expected):
 
 def test_default_config_hash_is_pinned():
     assert config_hash(load_config({})) == "3592a0bbe3ca8dd0"
+
+
+# ------------------------------------------------------------------------------- the package's seams
+
+
+def test_credit_overrides_moved_into_the_section(alfworld_raw):
+    message = error_of(alfworld_raw, "credit.overrides.eta=0.5")
+    assert "unknown config key 'credit.overrides'" in message and "credit.eta=0.5" in message
+    with pytest.raises(ConfigError, match="keys of the credit section itself"):
+        load_config({"credit": {"overrides": {"eta": 0.5}}})
+
+
+def test_credit_cli_set_and_config_flags_share_one_parser(alfworld_raw):
+    from milegpo_jax.config import CreditOptionError, parse_credit_options
+    from milegpo_jax.credit.config import CreditConfigError
+
+    texts = ["eta=0.5", "include_start_state=false", "kappa_bc=1", "norm_mode=mean"]
+    options = parse_credit_options(texts)
+    assert options == {"eta": 0.5, "include_start_state": False, "kappa_bc": 1, "norm_mode": "mean"}
+    config = build(alfworld_raw, *(f"credit.{text}" for text in texts))
+    assert config.credit.options() == options
+    with pytest.raises(CreditOptionError, match=r"unknown credit option 'etta'; did you mean 'eta'\?") as caught:
+        parse_credit_options(["etta=0.5"])
+    assert isinstance(caught.value, CreditConfigError)  # the credit CLIs catch their own error type
+    with pytest.raises(CreditConfigError, match="omega='fast': expected float"):
+        parse_credit_options(["omega=fast"])
+
+
+def test_the_recipe_is_the_environments_unless_set(alfworld_raw):
+    webshop = load_config_file(REPO / "experiments/configs/webshop.py")
+    assert load_config(webshop).credit.recipe is None and load_config(webshop).credit_recipe == "webshop"
+    assert load_config(webshop).credit_config().eta == 1.0  # WebShop's recipe
+    assert build(webshop, "credit.recipe=alfworld").credit_config().eta == 0.2
+    assert load_config(alfworld_raw).credit_recipe == "alfworld"
+
+
+def test_alfworld_options_are_checked_without_its_interpreter(alfworld_raw):
+    message = error_of(alfworld_raw, "env.options.games_dri=/x")
+    assert "not an option of the alfworld adapter" in message and "'games_dir'" in message
+    assert build(alfworld_raw, "env.options.expert=true").env.adapter_options()["expert"] is True
+
+
+def test_building_a_config_imports_no_engine_trainer_or_rollout():
+    code = (
+        "import sys; from milegpo_jax.config import load_config, load_config_file, config_hash;"
+        f"config_hash(load_config(load_config_file({str(REPO / 'experiments/configs/twx.py')!r} + ':coin')));"
+        "bad = sorted(m for m in sys.modules if m.startswith(('milegpo_jax.train', 'milegpo_jax.rollout',"
+        " 'textworld_express', 'envs_bridge.textworld_express', 'envs_bridge.webshop', 'envs_bridge.alfworld')));"
+        "print(bad)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
+                         env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
+    assert out.stdout.strip() == "[]"
