@@ -351,3 +351,13 @@ def test_building_a_config_imports_no_engine_trainer_or_rollout():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO,
                          env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
     assert out.stdout.strip() == "[]"
+
+
+def test_every_env_spec_names_a_credit_recipe_and_its_splits():
+    from envs_bridge.base import SPLITS
+    from envs_bridge.specs import SPECS
+    from milegpo_jax.credit.config import RECIPES
+
+    for spec in SPECS.values():
+        assert spec.credit_recipe in RECIPES and set(spec.eval_splits) <= set(SPLITS) - {"train"}, spec.name
+        assert load_config({"env": {"name": spec.name}}).credit_recipe == spec.credit_recipe
