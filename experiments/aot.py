@@ -342,14 +342,13 @@ def with_shardings(abstract, shardings):
 def train_step_program(config, graphdef, runtime):
     """The trainer's PPO step for ``config`` (``build_train_step``) and the largest mini-batch it can
     meet: ``(step, (micro-batches, sequences per micro-batch, positions))``."""
-    from milegpo_jax.shapes import bucket_size
-    from milegpo_jax.train.ppo import MIN_SEQUENCE
+    from milegpo_jax.train.packing import capacity_for_length
     from milegpo_jax.train.step import build_train_step
 
     ppo = config.ppo
-    # packed sequences hold the longest possible row: prompt + response - 1 positions, bucketed as
+    # packed sequences hold the longest possible row: prompt + response - 1 positions, rounded as
     # ppo.sequence_capacity does; at worst every row needs its own sequence
-    length = bucket_size(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1, MIN_SEQUENCE)
+    length = capacity_for_length(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1)
     shape = (ppo.minibatch_rows // ppo.microbatch_rows, ppo.microbatch_rows, length)
     return build_train_step(config, graphdef, runtime), shape
 

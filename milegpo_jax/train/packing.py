@@ -7,9 +7,10 @@ its own segment id (1, 2, ...) in ``attention_mask`` and 0 marks the padding at 
 then attends within a segment only and restarts the RoPE positions at every segment, so each row's
 log-probs are those it has alone in a right-padded row (``milegpo_jax.models.qwen2``).
 
-Shapes stay few so the jitted step compiles rarely: the sequences of one mini-batch form
-``[micro_batches, sequences_per_micro, capacity]``, with ``sequences_per_micro`` rounded up to a
-multiple of ``SEQUENCE_QUANTUM`` and at most the configured micro-batch size.
+The sequences of one mini-batch form ``[micro_batches, sequences_per_micro, capacity]`` with
+``sequences_per_micro`` at most the configured micro-batch size, rounded up to a multiple of
+``quantum`` (the number of batch shards, so every device gets whole sequences). On one device the
+quantum is 1: an all-padding sequence costs as much as a full one, and the few extra shapes compile once.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-SEQUENCE_QUANTUM = 8  # sequences per micro-batch are a multiple of this (or the micro-batch cap)
+from milegpo_jax.shapes import bucket_size
 
-
+MIN_SEQUENCE = 16  # short packed sequences are a power of two of at least this many positions
+CAPACITY_STEP = 128  # longer ones a multiple of this: a power of two would waste up to half of each
 @dataclasses.dataclass(frozen=True)
 class Rows:
     """Rows of next-token examples, each as its own (unpadded) arrays.
@@ -73,14 +75,24 @@ def first_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[list[int
     return bins
 
 
-def micro_batch_shape(sequences: int, max_per_micro: int) -> tuple[int, int]:
+def capacity_for_length(longest: int) -> int:
+    """Positions per packed sequence for rows of at most ``longest`` positions: the power-of-two
+    bucket up to ``CAPACITY_STEP``, above it the next multiple of ``CAPACITY_STEP`` (few shapes, and
+    at most ``CAPACITY_STEP - 1`` positions more than the longest row)."""
+    if longest <= CAPACITY_STEP:
+        return bucket_size(longest, MIN_SEQUENCE)
+    return -(-longest // CAPACITY_STEP) * CAPACITY_STEP
+
+
+def micro_batch_shape(sequences: int, max_per_micro: int, quantum: int = 1) -> tuple[int, int]:
     """``(micro_batches, sequences_per_micro)`` holding ``sequences`` with at most ``max_per_micro``
-    per micro-batch, rounded up to ``SEQUENCE_QUANTUM`` so that few shapes occur."""
-    if sequences < 1 or max_per_micro < 1:
-        raise ValueError(f"sequences={sequences}, max_per_micro={max_per_micro}: both must be >= 1")
+    per micro-batch, ``sequences_per_micro`` rounded up to a multiple of ``quantum`` (capped at
+    ``max_per_micro``)."""
+    if sequences < 1 or max_per_micro < 1 or quantum < 1:
+        raise ValueError(f"sequences={sequences}, max_per_micro={max_per_micro}, quantum={quantum}: all must be >= 1")
     micro = -(-sequences // max_per_micro)
     per_micro = -(-sequences // micro)
-    per_micro = min(max_per_micro, -(-per_micro // SEQUENCE_QUANTUM) * SEQUENCE_QUANTUM)
+    per_micro = min(max_per_micro, -(-per_micro // quantum) * quantum)
     return micro, per_micro
 
 
@@ -145,5 +157,6 @@ def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, 
     return {k: v.reshape(micro, v.shape[0] // micro, *v.shape[1:]) for k, v in arrays.items()}
 
 
-__all__ = ["SEQUENCE_QUANTUM", "Packed", "Rows", "as_micro_batches", "first_fit_decreasing", "micro_batch_shape",
+__all__ = ["CAPACITY_STEP", "MIN_SEQUENCE", "Packed", "Rows", "as_micro_batches", "capacity_for_length",
+           "first_fit_decreasing", "micro_batch_shape",
            "pack", "sequences_needed", "unpack"]

@@ -19,10 +19,8 @@ from flax import nnx
 from milegpo_jax.models.qwen2 import Qwen2, token_logprobs
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import Generation
-from milegpo_jax.shapes import bucket_size
-from milegpo_jax.train.packing import Rows, as_micro_batches, micro_batch_shape, pack, sequences_needed, unpack
+from milegpo_jax.train.packing import Rows, as_micro_batches, capacity_for_length, micro_batch_shape, pack, sequences_needed, unpack
 
-MIN_SEQUENCE = 16  # packed sequences are a power of two of at least this many positions
 
 Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)
 
@@ -44,9 +42,9 @@ def ppo_rows(generations: Sequence[Generation], advantages: Sequence[float]) -> 
     return Rows(tuple(tokens), {"response_mask": tuple(response), "old_logprobs": tuple(old), "advantages": tuple(adv)})
 
 
-def sequence_capacity(rows: Rows, minimum: int = MIN_SEQUENCE) -> int:
-    """Positions per packed sequence: the power-of-two bucket of the longest row."""
-    return bucket_size(int(rows.lengths.max()), minimum)
+def sequence_capacity(rows: Rows) -> int:
+    """Positions per packed sequence of an update over ``rows`` (``capacity_for_length`` of the longest)."""
+    return capacity_for_length(int(rows.lengths.max()))
 
 
 @nnx.jit(static_argnames="chunk_size")
@@ -59,11 +57,12 @@ def reference_logprobs(model: Qwen2, batch: dict[str, jax.Array], chunk_size: in
 
 def with_reference_logprobs(
     model: Qwen2, rows: Rows, *, capacity: int, max_sequences: int, pad_id: int, place: Place,
-    chunk_size: int | None = None,
+    chunk_size: int | None = None, quantum: int = 1,
 ) -> Rows:
-    """``rows`` plus a ``ref_logprobs`` field: every row packed, ``max_sequences`` sequences per call."""
+    """``rows`` plus a ``ref_logprobs`` field: every row packed, ``max_sequences`` sequences per call
+    (a multiple of ``quantum``, the number of batch shards)."""
     everything = list(range(len(rows)))
-    micro, per_micro = micro_batch_shape(sequences_needed(rows, everything, capacity), max_sequences)
+    micro, per_micro = micro_batch_shape(sequences_needed(rows, everything, capacity), max_sequences, quantum)
     packed = pack(rows, everything, capacity, micro * per_micro, pad_id)
     keys = ("inputs", "targets", "attention_mask")
     pieces = []
@@ -89,11 +88,12 @@ class UpdateStats:
 
 def ppo_epoch(
     step, params, opt_state, rows: Rows, *, minibatch_rows: int, microbatch_rows: int, capacity: int,
-    rng: np.random.Generator, pad_id: int, place: Place, stats: UpdateStats | None = None,
+    rng: np.random.Generator, pad_id: int, place: Place, stats: UpdateStats | None = None, quantum: int = 1,
 ):
     """One epoch over ``rows`` in shuffled mini-batches of ``minibatch_rows`` rows; one optimizer step
     (``step``, a jitted ``TrainStep``) per mini-batch. Each mini-batch is packed into sequences of
-    ``capacity`` positions, at most ``microbatch_rows`` sequences per micro-batch.
+    ``capacity`` positions, at most ``microbatch_rows`` sequences per micro-batch (a multiple of
+    ``quantum``, the number of batch shards).
 
     Returns ``(params, opt_state, history)``: the inputs are donated; ``history`` has one dict of
     float metrics per mini-batch.
@@ -102,7 +102,7 @@ def ppo_epoch(
     history = []
     for start in range(0, len(rows), minibatch_rows):
         pick = order[start : start + minibatch_rows]
-        micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), microbatch_rows)
+        micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), microbatch_rows, quantum)
         packed = pack(rows, pick, capacity, micro * per_micro, pad_id)
         if stats is not None:
             stats.real_tokens += packed.real_tokens
@@ -117,5 +117,5 @@ def place_on_default_device(array: np.ndarray) -> jax.Array:
     return jnp.asarray(array)
 
 
-__all__ = ["MIN_SEQUENCE", "UpdateStats", "place_on_default_device", "ppo_epoch", "ppo_rows", "reference_logprobs",
+__all__ = ["UpdateStats", "place_on_default_device", "ppo_epoch", "ppo_rows", "reference_logprobs",
            "sequence_capacity", "with_reference_logprobs"]

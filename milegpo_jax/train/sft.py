@@ -19,9 +19,8 @@ from flax import nnx
 from milegpo_jax.config import OptimSection
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
-from milegpo_jax.shapes import bucket_size
 from milegpo_jax.train.optim import make_optimizer
-from milegpo_jax.train.packing import Rows, as_micro_batches, micro_batch_shape, pack, sequences_needed
+from milegpo_jax.train.packing import Rows, as_micro_batches, capacity_for_length, micro_batch_shape, pack, sequences_needed
 from milegpo_jax.train.step import SFTLoss, TrainStep, jit_train_step
 
 SFT_WEIGHT_DECAY = 1e-4  # what the warm start has always used (optax.adamw's default)
@@ -51,7 +50,7 @@ def sft_optimizer_section(learning_rate: float) -> OptimSection:
 
 
 def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int) -> dict[str, np.ndarray]:
-    capacity = bucket_size(int(rows.lengths[list(pick)].max()), 16)
+    capacity = capacity_for_length(int(rows.lengths[list(pick)].max()))
     micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), max_sequences)
     return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id).arrays, micro)
 

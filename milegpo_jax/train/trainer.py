@@ -189,12 +189,17 @@ class Trainer:
         self.policy.model = None  # the parameters it views are donated to the next update
         return batch if hosts == 1 else merge_host_batches(multihost.allgather_objects(batch))
 
+    @property
+    def _batch_shards(self) -> int:
+        """Devices the rows of a micro-batch are split over (sequences per micro-batch are a multiple)."""
+        return 1 if self.mesh is None else self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+
     def _place_rows(self, rows: np.ndarray) -> jax.Array:
         """A host ``[micro-batches, rows, ...]`` array on device: rows split over the batch axes when
         they divide them."""
         if self.mesh is None:
             return jax.numpy.asarray(rows)
-        shards = self.mesh.shape["data"] * self.mesh.shape["fsdp"]
+        shards = self._batch_shards
         spec = PartitionSpec(None, ("data", "fsdp")) if rows.shape[1] % shards == 0 else PartitionSpec()
         return jax.device_put(rows, NamedSharding(self.mesh, spec))
 
@@ -260,7 +265,7 @@ class Trainer:
         if self.reference is not None:
             update_rows = with_reference_logprobs(
                 self.reference, update_rows, capacity=capacity, max_sequences=cfg.ppo.microbatch_rows, pad_id=pad_id,
-                place=self._place_rows, chunk_size=self.runtime.chunk_size,
+                place=self._place_rows, chunk_size=self.runtime.chunk_size, quantum=self._batch_shards,
             )
         else:  # no KL term: the reference log-probs are never read
             update_rows = type(update_rows)(update_rows.tokens, {**update_rows.fields, "ref_logprobs": update_rows.fields["old_logprobs"]})
@@ -273,7 +278,7 @@ class Trainer:
             self.params, self.opt_state, history = ppo_epoch(
                 self.jitted_step, self.params, self.opt_state, update_rows, minibatch_rows=cfg.ppo.minibatch_rows,
                 microbatch_rows=cfg.ppo.microbatch_rows, capacity=capacity, rng=rng, pad_id=pad_id,
-                place=self._place_rows, stats=stats,
+                place=self._place_rows, stats=stats, quantum=self._batch_shards,
             )
             updates += history
         timings["time/update_s"] = time.perf_counter() - start

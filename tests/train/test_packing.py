@@ -12,7 +12,14 @@ from flax import nnx
 from milegpo_jax.models import ModelConfig, init_model
 from milegpo_jax.rollout.collector import Generation
 from milegpo_jax.train.loss import PPOLossConfig
-from milegpo_jax.train.packing import as_micro_batches, first_fit_decreasing, micro_batch_shape, pack
+from milegpo_jax.train.packing import (
+    CAPACITY_STEP,
+    as_micro_batches,
+    capacity_for_length,
+    first_fit_decreasing,
+    micro_batch_shape,
+    pack,
+)
 from milegpo_jax.train.ppo import ppo_rows
 from milegpo_jax.train.step import PPOLoss
 
@@ -97,12 +104,25 @@ def test_pack_places_segments_and_fields():
     assert 0 < packed.padding_fraction < 1
 
 
-def test_micro_batch_shapes_are_few_and_hold_every_sequence():
-    assert micro_batch_shape(5, 64) == (1, 8)
-    assert micro_batch_shape(9, 8) == (2, 8)
-    assert micro_batch_shape(130, 64) == (3, 48)
-    for sequences in range(1, 200):
-        micro, per = micro_batch_shape(sequences, 64)
-        assert micro * per >= sequences and per <= 64 and (micro - 1) * per < sequences
+def test_micro_batch_shapes_hold_every_sequence_in_whole_shards():
+    assert micro_batch_shape(5, 64) == (1, 5)  # one device: no all-padding sequences
+    assert micro_batch_shape(5, 64, quantum=8) == (1, 8)
+    assert micro_batch_shape(9, 8) == (2, 5)
+    assert micro_batch_shape(130, 64, quantum=8) == (3, 48)
+    for quantum in (1, 2, 8):
+        for sequences in range(1, 200):
+            micro, per = micro_batch_shape(sequences, 64, quantum)
+            assert micro * per >= sequences and per <= 64 and (micro - 1) * per < sequences
+            assert per % quantum == 0 or per == 64
+    with pytest.raises(ValueError, match="quantum"):
+        micro_batch_shape(5, 64, quantum=0)
+
+
+def test_capacity_is_a_power_of_two_when_short_then_a_multiple_of_the_step():
+    assert [capacity_for_length(n) for n in (1, 16, 17, 100, 128)] == [16, 16, 32, 128, 128]
+    assert [capacity_for_length(n) for n in (129, 256, 257, 470, 2559)] == [256, 256, 384, 512, 2560]
+    for n in range(1, 3000, 7):
+        capacity = capacity_for_length(n)
+        assert n <= capacity < max(2 * n, n + CAPACITY_STEP)
     arrays = as_micro_batches({"x": np.arange(12).reshape(6, 2)}, 3)
     assert arrays["x"].shape == (3, 2, 2)
