@@ -6,10 +6,14 @@ first visit of each new state, so that BEACON has input). For each estimator it 
 time per batch of
 
 * ``jnp``: the jitted estimator on the padded batch (after compilation; compile time separately),
-* ``jnp_end_to_end``: host batch building + the estimator + copying the advantages back,
+* ``end_to_end``: host batch building from the pre-interned step columns a producer records
+  (``credit/columns.py``: what the collector and the arena hand over) + the estimator + copying the
+  advantages back,
+* ``end_to_end_from_groups``: the same from ``Group`` records, i.e. including interning every state key
+  and action string (the CLI's road),
 * ``reference``: ``credit/reference.py`` from the same groups,
 
-and the ratios reference / jnp, timed in interleaved rounds. Ends with one JSON line (``speedup_vs_reference`` and
+and the ratios reference / jnp and reference / end_to_end, timed in interleaved rounds. Ends with one JSON line (``speedup_vs_reference`` and
 ``ms_per_batch`` are MileGPO full; ``per_estimator`` has every estimator, ``targets`` whether the
 family's ≥ 10x / ≤ 5 ms and the ≤ 3 ms end-to-end targets hold). Run:
 ``python -m experiments.bench.credit [--rounds 15]``.
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import statistics
 import time
 
@@ -28,6 +33,7 @@ import numpy as np
 
 from milegpo_jax.credit import reference
 from milegpo_jax.credit.batch import build_batch
+from milegpo_jax.credit.columns import columns_from_groups
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import estimate_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
@@ -88,7 +94,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     groups = with_first_visit_milestones(alfworld_like_rollouts(args.groups, args.group_size, args.max_steps, seed=args.seed))
-    batch, layout = build_batch(groups)
+    columns = columns_from_groups(groups)  # interned once, as a producer does while it records the steps
+    batch, layout = build_batch(columns)
     device_batch = jax.device_put(batch)
     states = [len(names) - 1 for names in layout.node_names]
     success = np.mean([traj.succeeded for g in groups for traj in g.trajectories])
@@ -99,7 +106,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"success {success:.0%}, padded shape {batch.src.shape} x {batch.node_mask.shape[-1]} nodes, "
         f"{jax.device_count()} {jax.default_backend()} device(s)"
     )
-    print(f"{'estimator':<16}{'compile ms':>12}{'jnp ms':>10}{'e2e ms':>10}{'ref ms':>10}{'x (jnp)':>10}{'x (e2e)':>10}")
+    print(f"{'estimator':<16}{'compile ms':>12}{'jnp ms':>10}{'e2e ms':>10}{'groups ms':>11}{'ref ms':>10}{'x (jnp)':>10}{'x (e2e)':>10}")
     figures = {}
     for estimator, stage in CASES:
         cfg = make_credit_config(estimator, stage=stage)
@@ -110,7 +117,8 @@ def main(argv: list[str] | None = None) -> dict:
         medians = _interleaved_medians_ms(
             {
                 "jnp": lambda: jax.block_until_ready(estimate_advantages(device_batch, cfg)),
-                "e2e": lambda: np.asarray(estimate_advantages(build_batch(groups)[0], cfg)),
+                "e2e": lambda: np.asarray(estimate_advantages(build_batch(columns)[0], cfg)),
+                "groups": lambda: np.asarray(estimate_advantages(build_batch(groups)[0], cfg)),
                 "reference": lambda: reference.compute_advantages(groups, cfg),
             },
             args.rounds,
@@ -120,12 +128,13 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_ms": compile_ms,
             "jnp_ms": jnp_ms,
             "end_to_end_ms": e2e_ms,
+            "end_to_end_from_groups_ms": medians["groups"],
             "reference_ms": ref_ms,
             "speedup": ref_ms / jnp_ms,
             "speedup_end_to_end": ref_ms / e2e_ms,
         }
         print(
-            f"{name:<16}{compile_ms:>12.0f}{jnp_ms:>10.2f}{e2e_ms:>10.2f}{ref_ms:>10.1f}"
+            f"{name:<16}{compile_ms:>12.0f}{jnp_ms:>10.2f}{e2e_ms:>10.2f}{medians['groups']:>11.2f}{ref_ms:>10.1f}"
             f"{ref_ms / jnp_ms:>10.1f}{ref_ms / e2e_ms:>10.1f}"
         )
     full = figures["milegpo/full"]
@@ -143,7 +152,10 @@ def main(argv: list[str] | None = None) -> dict:
         "ms_per_batch_end_to_end": round(full["end_to_end_ms"], 3),
         "reference_ms_per_batch": round(full["reference_ms"], 2),
         "compile_ms": round(full["compile_ms"], 1),
+        "speedup_end_to_end_per_estimator": {name: round(f["speedup_end_to_end"], 2) for name, f in figures.items()},
+        "ms_per_batch_end_to_end_per_estimator": {name: round(f["end_to_end_ms"], 3) for name, f in figures.items()},
         "per_estimator": {name: {k: round(v, 3) for k, v in f.items()} for name, f in figures.items()},
+        "load_average": round(os.getloadavg()[0], 2),
         "targets": targets,
     }
     print(json.dumps(summary))

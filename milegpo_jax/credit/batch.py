@@ -1,7 +1,7 @@
 """Rollout groups -> padded integer/float arrays for the jitted credit estimators.
 
-Strings never enter jitted code: canonical state keys and action strings are mapped on the host to
-dense per-group ids. Node 0 of every group is the success sink (docs/credit.md §1.1: the next state of
+Strings never enter jitted code: canonical state keys and action strings are interned on the host
+(``columns.py``; a producer may hand in pre-interned columns) and mapped to dense per-group ids. Node 0 of every group is the success sink (docs/credit.md §1.1: the next state of
 the last step of a successful trajectory becomes the sink); real states follow in order of first
 appearance. Every dimension is padded to a power-of-two bucket so that new batch shapes recompile
 rarely; padded steps, trajectories, groups and nodes are masked and receive exactly zero advantage.
@@ -10,18 +10,16 @@ rarely; padded steps, trajectories, groups and nodes are masked and receive exac
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
 
+from milegpo_jax.credit.columns import RolloutColumns, columns_from_groups
 from milegpo_jax.credit.rollouts import Group
 from milegpo_jax.shapes import bucket_size
 
 SINK = 0  # node id of the success sink in every group
-_SINK_KEY = object()  # stands for the sink while interning (no state key can equal it)
-_fields = operator.attrgetter("state", "next_state", "action", "reward", "valid", "milestone")
 
 
 class CreditBatch(NamedTuple):
@@ -60,7 +58,7 @@ class BatchLayout:
 
 
 def build_batch(
-    groups: Sequence[Group],
+    rollouts: Sequence[Group] | RolloutColumns,
     *,
     min_groups: int = 1,
     min_trajectories: int = 1,
@@ -68,82 +66,84 @@ def build_batch(
     min_nodes: int = 8,
     bucket: bool = True,
 ) -> tuple[CreditBatch, BatchLayout]:
-    """Maps rollout groups to padded arrays. ``bucket=False`` pads only to the largest size."""
-    if not groups:
-        raise ValueError("no groups to build a batch from")
-    for g, group in enumerate(groups):
-        if not group.trajectories:
-            raise ValueError(f"groups[{g}]: no trajectories")
-        for k, traj in enumerate(group.trajectories):
-            if not traj.steps:
-                raise ValueError(f"groups[{g}].trajectories[{k}]: no steps")
-
-    # Interning and padding are vectorised: attribute reads go through C-level ``map``, per group
-    # ``dict.fromkeys`` interns the state keys in order of first appearance, and the padded arrays are
-    # filled by one scatter per field. The result equals a step-by-step loop.
-    steps = [step for group in groups for traj in group.trajectories for step in traj.steps]
-    lengths = tuple(tuple(len(traj.steps) for traj in group.trajectories) for group in groups)
-    flat_lengths = np.fromiter((n for group_lengths in lengths for n in group_lengths), np.int64)
+    """Maps rollout groups (or their pre-interned columns) to padded arrays. ``bucket=False`` pads only
+    to the largest size; the minima fix a floor, so that a caller can keep one shape across batches."""
+    columns = rollouts if isinstance(rollouts, RolloutColumns) else columns_from_groups(rollouts)
+    steps = len(columns.state)
+    flat_lengths = np.asarray(columns.lengths, np.int64)
+    group_sizes = np.asarray(columns.group_sizes, np.int64)
+    num_groups = len(group_sizes)
     row_ends = np.cumsum(flat_lengths)
-    states, next_states, actions, rewards, valids, milestones = zip(*map(_fields, steps))
-    step_rewards = np.array(rewards, np.float64)
-    succeeded = np.add.reduceat(step_rewards, row_ends - flat_lengths) > 0.0  # Trajectory.succeeded
-    keys: list = [None] * (2 * len(steps))
-    keys[0::2] = states
-    keys[1::2] = next_states
-    for end, success in zip(row_ends.tolist(), succeeded.tolist()):
-        if success:  # the final next state of a successful trajectory is the sink, not a node of its own
-            keys[2 * end - 1] = _SINK_KEY
-    group_ends = np.cumsum([sum(group_lengths) for group_lengths in lengths]).tolist()
-    node_names, node_index, action_index = [], [], []
-    for begin, end in zip([0, *group_ends[:-1]], group_ends):
-        group_keys = keys[2 * begin : 2 * end]
-        ordered = dict.fromkeys(group_keys)
-        ordered.pop(_SINK_KEY, None)
-        names = ("success", *ordered)
-        lookup = dict(zip(ordered, range(1, len(names))))
-        lookup[_SINK_KEY] = SINK
-        node_names.append(names)
-        node_index.append(np.fromiter(map(lookup.__getitem__, group_keys), np.int32, len(group_keys)))
-        group_actions = actions[begin:end]
-        action_ids = {action: i for i, action in enumerate(dict.fromkeys(group_actions))}
-        action_index.append(np.fromiter(map(action_ids.__getitem__, group_actions), np.int32, end - begin))
+    row_starts = row_ends - flat_lengths
+    step_rewards = np.asarray(columns.reward, np.float64)
+    succeeded = np.add.reduceat(step_rewards, row_starts) > 0.0  # Trajectory.succeeded
+    group_of_traj = np.repeat(np.arange(num_groups), group_sizes)
+    traj_in_group = np.arange(len(flat_lengths)) - np.repeat(np.cumsum(group_sizes) - group_sizes, group_sizes)
+    row_g = np.repeat(group_of_traj, flat_lengths)
 
-    sizes = (
-        len(groups),
-        max(len(g.trajectories) for g in groups),
-        max(len(t.steps) for g in groups for t in g.trajectories),
-        max(len(names) for names in node_names),
+    # s_0, s_1 of step 0, s_1, s_2 of step 1, ...: the order of first appearance that numbers the nodes
+    keys = np.empty(2 * steps, np.int64)
+    keys[0::2], keys[1::2] = columns.state, columns.next_state
+    is_sink = np.zeros(2 * steps, bool)
+    is_sink[2 * row_ends[succeeded] - 1] = True  # a successful trajectory's final next state is the sink
+    node_key, group_nodes, ordered_codes = _first_appearance_ids(keys, np.repeat(row_g, 2), ~is_sink, num_groups)
+    ordered_names = list(map(columns.state_names.__getitem__, ordered_codes.tolist()))
+    node_ends = np.cumsum(group_nodes).tolist()
+    node_names = tuple(
+        ("success", *ordered_names[begin:end]) for begin, end in zip([0, *node_ends[:-1]], node_ends)
     )
+    action_ids, _, _ = _first_appearance_ids(np.asarray(columns.action, np.int64), row_g, np.ones(steps, bool), num_groups)
+
+    sizes = (num_groups, int(group_sizes.max()), int(flat_lengths.max()), int(group_nodes.max()) + 1)
     minima = (min_groups, min_trajectories, min_steps, min_nodes)
     G, K, T, N = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
 
-    group_of_traj = np.repeat(np.arange(len(groups)), [len(group_lengths) for group_lengths in lengths])
-    traj_in_group = np.concatenate([np.arange(len(group_lengths)) for group_lengths in lengths])
-    row_g = np.repeat(group_of_traj, flat_lengths)
     row_k = np.repeat(traj_in_group, flat_lengths)
-    row_t = np.arange(len(steps)) - np.repeat(row_ends - flat_lengths, flat_lengths)
-    nodes = np.concatenate(node_index).reshape(-1, 2)
+    row_t = np.arange(steps) - np.repeat(row_starts, flat_lengths)
+    nodes = np.where(is_sink, SINK, node_key + 1).reshape(-1, 2)
 
-    def scatter(values, dtype, shape=(G, K, T)):
-        out = np.zeros(shape, dtype)
-        out[row_g, row_k, row_t] = values
-        return out
+    flat_row = (row_g * K + row_k) * T + row_t
+
+    def scatter(values, dtype):
+        out = np.zeros(G * K * T, dtype)
+        out[flat_row] = values
+        return out.reshape(G, K, T)
 
     src = scatter(nodes[:, 0], np.int32)
     dst = scatter(nodes[:, 1], np.int32)
-    action = scatter(np.concatenate(action_index), np.int32)
+    action = scatter(action_ids, np.int32)
     reward = scatter(step_rewards.astype(np.float32), np.float32)
-    valid = scatter(np.array(valids, bool), bool)
-    milestone = scatter(np.fromiter(milestones, bool, len(steps)), bool)  # None (unrecorded) -> False
+    valid = scatter(np.asarray(columns.valid, bool), bool)
+    milestone = scatter(np.asarray(columns.milestone) == 1, bool)  # unrecorded -> False
     step_mask = scatter(True, bool)
     traj_mask = np.zeros((G, K), bool)
     traj_mask[group_of_traj, traj_in_group] = True
     last_state = np.zeros((G, K), np.int32)
     last_state[group_of_traj, traj_in_group] = dst[group_of_traj, traj_in_group, flat_lengths - 1]
-    group_nodes = np.array([len(names) for names in node_names] + [0] * (G - len(groups)))
-    node_mask = np.arange(N)[None, :] < group_nodes[:, None]
-    node_mask[: len(groups), SINK] = np.logical_or.reduceat(succeeded, np.cumsum([0, *map(len, lengths)])[:-1])
+    real_nodes = np.zeros(G, np.int64)
+    real_nodes[:num_groups] = group_nodes + 1
+    node_mask = np.arange(N)[None, :] < real_nodes[:, None]
+    node_mask[:num_groups, SINK] = np.logical_or.reduceat(succeeded, np.cumsum(group_sizes) - group_sizes)
 
     batch = CreditBatch(src, dst, action, reward, valid, step_mask, traj_mask, last_state, node_mask, milestone)
-    return batch, BatchLayout(lengths, tuple(node_names))
+    lengths = tuple(tuple(row) for row in np.split(flat_lengths, np.cumsum(group_sizes)[:-1]))
+    return batch, BatchLayout(tuple(tuple(map(int, row)) for row in lengths), node_names)
+
+
+def _first_appearance_ids(
+    codes: np.ndarray, group: np.ndarray, keep: np.ndarray, num_groups: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-group dense ids of ``codes`` in order of first appearance (positions are group-major).
+
+    Returns (id of every position, 0 where not ``keep``; distinct codes per group; the distinct codes of
+    all groups in id order). One ``np.unique`` of (group, code) pairs replaces a dict per group."""
+    span = int(codes.max(initial=0)) + 1
+    combined = group[keep] * span + codes[keep]
+    unique, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    by_appearance = np.argsort(first, kind="stable")  # group-major, then first appearance
+    counts = np.bincount(unique // span, minlength=num_groups)
+    rank = np.empty(len(unique), np.int64)
+    rank[by_appearance] = np.arange(len(unique)) - np.repeat(np.cumsum(counts) - counts, counts)
+    ids = np.zeros(len(codes), np.int64)
+    ids[keep] = rank[inverse.ravel()]
+    return ids, counts, unique[by_appearance] % span

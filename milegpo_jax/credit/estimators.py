@@ -236,8 +236,9 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     )
 
     # Degree centrality (R7): distinct edges (a self-loop counts as in and out) or step rows.
-    edges = graph.adjacency.astype(float_dtype()) if cfg.degree_mode == "distinct" else graph.edge_rows
-    degree = jnp.sum(edges, axis=0) + jnp.sum(edges, axis=1)
+    edge_uses = graph.first_edge_row if cfg.degree_mode == "distinct" else b.step_mask
+    edge_uses = edge_uses.astype(float_dtype())
+    degree = jnp.zeros(N, float_dtype()).at[b.src].add(edge_uses).at[b.dst].add(edge_uses)
     # Normaliser over the success-visited states (§5.4), independent of R6 and min_node_support.
     degree_pool = b.node_mask & not_sink & (n_visit_pos > 0)
     if cfg.degree_norm_include_sink:
@@ -248,19 +249,21 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     distance = sink_distances(b)
 
     # ---- PCC (§5.7): branch-contrastive calibration and local progress.
-    # Per-source sibling sums need the dense [N, N] edge rates once; everything per edge is then
-    # evaluated on the step rows (each row is one use of its edge; duplicates do not change a max).
-    n_edge, n_edge_pos = graph.edge_trajectories, graph.edge_successes
-    branches = graph.adjacency if cfg.bcc_self_loops else graph.adjacency & ~jnp.eye(N, dtype=bool)
-    p_edge_pos = _safe_div(n_edge_pos, n_edge)  # Eq. 11
-    p_edge_neg = _safe_div(n_edge - n_edge_pos, n_edge)
-    branch_count = jnp.sum(branches, axis=1)
-    branch_pos_sum = jnp.sum(jnp.where(branches, p_edge_pos, 0.0), axis=1)
-    branch_neg_sum = jnp.sum(jnp.where(branches, p_edge_neg, 0.0), axis=1)
-
+    # Everything per edge is evaluated on the step rows (each row is one use of its edge; duplicates
+    # do not change a max); per-source sibling sums add each distinct edge once, at its first row.
     u, v = b.src, b.dst
-    row_is_branch = b.step_mask & branches[u, v]
-    row_pos, row_neg = p_edge_pos[u, v], p_edge_neg[u, v]
+    n_edge, n_edge_pos = graph.edge_trajectories, graph.edge_successes
+    row_is_branch = b.step_mask if cfg.bcc_self_loops else b.step_mask & (u != v)
+    row_pos = _safe_div(n_edge_pos, n_edge)  # Eq. 11
+    row_neg = _safe_div(n_edge - n_edge_pos, n_edge)
+    distinct_branch = graph.first_edge_row & row_is_branch
+
+    def per_source(values):
+        return jnp.zeros(N, float_dtype()).at[u].add(jnp.where(distinct_branch, values, 0.0))
+
+    branch_count = per_source(jnp.ones_like(row_pos))
+    branch_pos_sum, branch_neg_sum = per_source(row_pos), per_source(row_neg)
+
     n_siblings = branch_count[u] - 1.0
     has_siblings = row_is_branch & (n_siblings > 0)
     sibling_pos = _safe_div(branch_pos_sum[u] - row_pos, n_siblings)
@@ -279,9 +282,9 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     )
     psi = cfg.alpha_d * progress_hops + cfg.alpha_s * (p_pos - p_group_pos)[v] - cfg.alpha_f * edge_lift_neg  # Eq. 15
     if cfg.successful_edge == "any":
-        successful_edge = n_edge_pos[u, v] >= 1
+        successful_edge = n_edge_pos >= 1
     else:
-        successful_edge = n_edge_pos[u, v] > 0.5 * n_edge[u, v]
+        successful_edge = n_edge_pos > 0.5 * n_edge
     incoming = row_is_branch & successful_edge & (psi > THRESHOLD_TOLERANCE)
     progress_raw = jnp.zeros(N).at[v].max(jnp.where(incoming, psi, 0.0))
     progress_pool = b.node_mask if cfg.progress_norm == "all_nodes" else is_milestone

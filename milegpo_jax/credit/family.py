@@ -29,22 +29,9 @@ from milegpo_jax.credit.estimators import (
     episode_returns,
     invalid_penalty,
 )
-from milegpo_jax.credit.graph import float_dtype, segment_normalize, trajectory_success
+from milegpo_jax.credit.graph import dense_ids, float_dtype, segment_normalize, trajectory_success
 
 # ----------------------------------------------------------------------------------------- helpers
-
-
-def dense_ids(codes: jax.Array, valid: jax.Array) -> jax.Array:
-    """[R] dense ids 0.. of equal ``codes`` among the valid rows (in code order); invalid rows get R.
-
-    A sort and a cumulative sum: O(R log R), where a row-equality matrix would be O(R²)."""
-    size = codes.shape[0]
-    codes = jnp.where(valid, codes, jnp.iinfo(codes.dtype).max)
-    order = jnp.argsort(codes)
-    ordered = codes[order]
-    first = jnp.concatenate([jnp.ones(1, bool), ordered[1:] != ordered[:-1]])
-    ids = jnp.zeros(size, codes.dtype).at[order].set((jnp.cumsum(first) - 1).astype(codes.dtype))
-    return jnp.where(valid, ids, size)
 
 
 class _Clusters:
@@ -100,7 +87,7 @@ def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
         keyed = mask & (t >= k - 1)
         if k > 1:
             earlier = jnp.concatenate([jnp.full((K, 1), rows, history.dtype), history.reshape(K, T)[:, :-1]], axis=1)
-            history = dense_ids(earlier.ravel() * N + b.src.ravel(), keyed)
+            history = dense_ids(earlier.ravel() * N + b.src.ravel(), keyed, (rows + 1) * N)
         clusters = _Clusters(history, keyed, rows if k > 1 else N)
         deviation, scale = clusters.deviation(values, pen)
         std = jnp.sqrt(clusters.mean(deviation**2))  # population std
@@ -197,7 +184,8 @@ def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     invalid_action = K * T  # every invalid step at an anchor is the one action "<invalid>" (E2)
     action = jnp.where(b.valid, b.action, invalid_action).ravel()
     anchor = _Clusters(b.src.ravel(), mask, N)
-    pair = _Clusters(dense_ids(b.src.ravel() * (invalid_action + 1) + action, mask), mask, K * T)
+    pair_code = b.src.ravel() * (invalid_action + 1) + action
+    pair = _Clusters(dense_ids(pair_code, mask, N * (invalid_action + 1)), mask, K * T)
     deviation, scale = anchor.deviation(step_return, penalty)
     std = jnp.sqrt(anchor.sum(deviation**2) / jnp.maximum(anchor.count - 1.0, 1.0))
     spread = mask & (anchor.count > 1) & (std > TIE_RELATIVE_TOLERANCE * scale)

@@ -26,20 +26,58 @@ def float_dtype() -> jnp.dtype:
 
 
 class GroupGraph(NamedTuple):
-    """Trajectory visit and edge statistics of one group (docs/credit.md §5.4, §5.7)."""
+    """Trajectory visit and edge statistics of one group (docs/credit.md §5.4, §5.7).
 
-    adjacency: jax.Array  # bool [N, N]: distinct observed edges (u, v)
-    edge_rows: jax.Array  # float [N, N]: step rows using each edge (multigraph multiplicity)
-    edge_trajectories: jax.Array  # float [N, N]: |T(e)|, distinct trajectories using each edge
-    edge_successes: jax.Array  # float [N, N]: |T+(e)|
+    Edge statistics are kept per step row (each row is one use of its edge u -> v): no [N, N] matrix
+    is built, since K*T rows are far fewer than N^2 node pairs and dense pair matrices dominated the
+    estimator's time."""
+
     visits: jax.Array  # float [K, N]: visits of each node by each trajectory
     success: jax.Array  # bool [K]: real trajectory with episode reward > 0 (R2)
     failure: jax.Array  # bool [K]: real trajectory that did not succeed
+    first_edge_row: jax.Array  # bool [K, T]: the row is the group's first use of its edge (one per distinct edge)
+    edge_trajectories: jax.Array  # float [K, T]: |T(e)| of the row's edge, distinct trajectories using it
+    edge_successes: jax.Array  # float [K, T]: |T+(e)| of the row's edge
 
 
 def trajectory_success(reward: jax.Array, step_mask: jax.Array, traj_mask: jax.Array) -> jax.Array:
     """[K] success flags: summed env reward > 0 (R2, docs/credit.md §1.2)."""
     return traj_mask & (jnp.sum(jnp.where(step_mask, reward, 0.0), axis=-1) > 0.0)
+
+
+def sort_rows(codes: jax.Array, valid: jax.Array, bound: int) -> tuple[jax.Array, jax.Array]:
+    """(row order, codes in that order): rows sorted by (code, row index); invalid rows last.
+
+    ``codes`` of valid rows lie in [0, bound). Where (bound + 1) * rows fits in int32, code and row
+    index are packed into one key, since XLA's CPU sort of one operand is several times faster than
+    an argsort (a sort of key/index pairs)."""
+    size = codes.shape[0]
+    rows = jnp.arange(size, dtype=jnp.int32)
+    codes = jnp.where(valid, codes, bound).astype(jnp.int32)
+    if (bound + 1) * size < 2**31:
+        packed = jnp.sort(codes * size + rows)
+        return packed % size, packed // size
+    order = jnp.argsort(codes, stable=True).astype(jnp.int32)
+    return order, codes[order]
+
+
+def _starts_run(ordered: jax.Array) -> jax.Array:
+    return jnp.concatenate([jnp.ones(1, bool), ordered[1:] != ordered[:-1]])
+
+
+def _unsort(order: jax.Array, values: jax.Array) -> jax.Array:
+    """Values given in sorted order, back in row order."""
+    return jnp.zeros_like(values).at[order].set(values, unique_indices=True)
+
+
+def dense_ids(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
+    """[R] dense ids 0.. of equal ``codes`` among the valid rows (in code order); invalid rows get R.
+
+    ``codes`` of valid rows lie in [0, bound). A sort and a cumulative sum: O(R log R), where a
+    row-equality matrix would be O(R²)."""
+    order, ordered = sort_rows(codes, valid, bound)
+    ids = _unsort(order, (jnp.cumsum(_starts_run(ordered)) - 1).astype(jnp.int32))
+    return jnp.where(valid, ids, codes.shape[0])
 
 
 def group_graph(
@@ -52,12 +90,12 @@ def group_graph(
     num_nodes: int,
     sources_only: bool = False,
 ) -> GroupGraph:
-    """Builds visit counts, edge trajectory counts and the adjacency of one group.
+    """Builds visit counts and the per-row edge statistics of one group.
 
     Visits count s_0..s_T of each trajectory (the step sources plus the last step's next state, R5);
-    with ``sources_only`` the final state is left out. Edge statistics scatter each step row into
-    [N, N] once, flagged when it is the first use of its edge in its trajectory, so that no
-    [K, N, N] per-trajectory tensor is ever built.
+    with ``sources_only`` the final state is left out. One sort of the rows by (edge, row index)
+    finds each edge's first row in the group and its first row in each trajectory (rows are numbered
+    trajectory-major), whose counts per edge are |T(e)| and |T+(e)|.
     """
     K, T = src.shape
     weight = step_mask.astype(float_dtype())
@@ -65,21 +103,24 @@ def group_graph(
     visits = jnp.zeros((K, num_nodes), float_dtype()).at[traj_index, src].add(weight)
     if not sources_only:
         visits = visits.at[jnp.arange(K), last_state].add(traj_mask.astype(float_dtype()))
-    earlier = jnp.tril(jnp.ones((T, T), bool), k=-1)  # [t, t'] = t' < t
-    repeats = (src[:, :, None] == src[:, None, :]) & (dst[:, :, None] == dst[:, None, :]) & earlier
-    first_use = step_mask & ~jnp.any(repeats & step_mask[:, None, :], axis=-1)
     success = trajectory_success(reward, step_mask, traj_mask)
+    mask = step_mask.ravel()
+    order, ordered = sort_rows((src * num_nodes + dst).ravel(), mask, num_nodes * num_nodes)
+    new_edge = _starts_run(ordered)
+    new_user = new_edge | _starts_run(order // T)  # first row of (edge, trajectory)
+    edge = _unsort(order, (jnp.cumsum(new_edge) - 1).astype(jnp.int32))
+    first_edge_row = _unsort(order, new_edge) & mask
+    first_use = _unsort(order, new_user) & mask
     first_weight = first_use.astype(float_dtype())
-    empty = jnp.zeros((num_nodes, num_nodes), float_dtype())
-    edge_rows = empty.at[src, dst].add(weight)
+    users = jnp.zeros(K * T, float_dtype()).at[edge].add(first_weight)
+    winners = jnp.zeros(K * T, float_dtype()).at[edge].add(first_weight * jnp.repeat(success, T))
     return GroupGraph(
-        adjacency=edge_rows > 0,
-        edge_rows=edge_rows,
-        edge_trajectories=empty.at[src, dst].add(first_weight),
-        edge_successes=empty.at[src, dst].add(first_weight * success[:, None]),
         visits=visits,
         success=success,
         failure=traj_mask & ~success,
+        first_edge_row=first_edge_row.reshape(K, T),
+        edge_trajectories=jnp.where(mask, users[edge], 0.0).reshape(K, T),
+        edge_successes=jnp.where(mask, winners[edge], 0.0).reshape(K, T),
     )
 
 

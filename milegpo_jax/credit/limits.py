@@ -10,8 +10,9 @@ Memory: the padded shapes follow from the rollouts alone (``bucketed_shape`` mir
 bucketing without allocating anything), and XLA's own memory analysis of the compiled estimator for
 those shapes says how many bytes it needs; a run above the limit is refused before any array exists.
 Compiling for that analysis costs seconds, so it runs only when a cheap upper estimate
-(``rough_bytes``: ~28 bytes per node pair per group measured, taken as 32, plus per-row terms) comes
-within a factor of ``EXACT_CHECK_MARGIN`` of the limit.
+(``rough_bytes``: 32 bytes per node pair per group plus per-row terms; generous since the estimators
+keep edge statistics per step row rather than in [N, N] matrices) comes within a factor of
+``EXACT_CHECK_MARGIN`` of the limit.
 """
 
 from __future__ import annotations
@@ -123,5 +124,5 @@ def check_memory(groups: Sequence[Group], cfg: CreditConfig, max_bytes: int, wit
         G, K, T, N = shape
         raise CreditLimitError(
             f"input: the padded batch ({G} groups x {K} trajectories x {T} steps, {N} states per group) needs about "
-            f"{needed / 1024**3:.2f} GiB, above the limit of {max_bytes / 1024**3:.2f} GiB (raise it with --max-memory-gb)"
+            f"{needed / 1024**3:.3g} GiB, above the limit of {max_bytes / 1024**3:.3g} GiB (raise it with --max-memory-gb)"
         )

@@ -53,7 +53,7 @@ CASES = [
     ("dev_zero", "/dev/zero", ["--max-input-bytes", "100000"], "larger than the input limit"),
     ("directory", "DIR", [], "is a directory"),
     ("missing", "MISSING", [], "no such file"),
-    ("memory", json.dumps(_rollouts([[0.0] * 3000], states="distinct")), ["--max-memory-gb", "0.05"], "above the limit of 0.05 GiB"),
+    ("memory", json.dumps(_rollouts([[0.0] * 3000], states="distinct")), ["--max-memory-gb", "0.0005"], "above the limit of 0.0005 GiB"),
     ("bad_memory_limit", GOOD, ["--max-memory-gb", "nan"], "--max-memory-gb must be a positive number"),
     ("bad_input_limit", GOOD, ["--max-input-bytes", "0"], "--max-input-bytes must be > 0"),
 ]
