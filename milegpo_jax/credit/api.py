@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from milegpo_jax.credit.batch import BatchLayout, CreditBatch, build_batch
+from milegpo_jax.credit.columns import RolloutColumns, check_columns_for
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.diagnostics import credit_diagnostics
 from milegpo_jax.credit.estimators import advantages_and_ema, milegpo_terms
@@ -24,9 +25,18 @@ class CreditResult:
 
 
 def compute_credit(
-    groups: Sequence[Group], cfg: CreditConfig, with_diagnostics: bool = True, ema_prev: float = 0.0
+    groups: Sequence[Group] | RolloutColumns,
+    cfg: CreditConfig,
+    with_diagnostics: bool = True,
+    ema_prev: float = 0.0,
+    pad_to: tuple[int, int] | None = None,
 ) -> CreditResult:
     """Advantages of ``cfg.estimator`` for every step of ``groups`` (+ the MileGPO diagnostics).
+
+    ``groups`` may also be pre-interned ``RolloutColumns`` (columns.py: the fast road for producers
+    that record steps one by one). ``pad_to = (steps, nodes)`` pads the batch to at least that many
+    steps per trajectory and nodes per group, so that a caller whose batches vary keeps one compiled
+    program per shape instead of one per power-of-two bucket it passes through.
 
     ``ema_prev`` is MVPO's success EMA of the previous iteration (m_0 = 0); the result carries the
     updated value, which the caller keeps in its state (docs/credit-family.md). Rollouts that lack a
@@ -35,8 +45,12 @@ def compute_credit(
     The diagnostics are MileGPO's; for a baseline estimator they use the MileGPO fields of ``cfg``
     (its recipe defaults) on the same graph, so that tie statistics can be compared across estimators.
     """
-    check_estimator_inputs(groups, cfg.estimator)
-    batch, layout = build_batch(groups)
+    if isinstance(groups, RolloutColumns):
+        check_columns_for(groups, cfg.estimator)
+    else:
+        check_estimator_inputs(groups, cfg.estimator)
+    minima = {} if pad_to is None else {"min_steps": pad_to[0], "min_nodes": pad_to[1]}
+    batch, layout = build_batch(groups, **minima)
     advantages, ema = advantages_and_ema(batch, cfg, ema_prev)
     advantages = np.asarray(advantages)
     diagnostics = {}
