@@ -17,6 +17,7 @@ import numpy as np
 
 from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit.api import compute_credit
+from milegpo_jax.credit.columns import RolloutColumns
 from milegpo_jax.credit.config import NEEDS_MILESTONES, STAGES, CreditConfig, CreditConfigError, make_credit_config
 from milegpo_jax.credit.estimators import registered_estimators
 from milegpo_jax.credit.rollouts import Group
@@ -87,11 +88,17 @@ def parse_contestants(
 
 
 def advantages_and_diagnostics(
-    contestant: Contestant, groups: Sequence[Group], noise: np.random.Generator, ema_prev: float = 0.0
-) -> tuple[list[list[list[float]]], dict, float]:
-    """Per-step advantages (group, trajectory, step), the batch's credit diagnostics, MVPO's new EMA."""
-    result = compute_credit(groups, contestant.config, ema_prev=ema_prev)
+    contestant: Contestant,
+    rollouts: Sequence[Group] | RolloutColumns,
+    noise: np.random.Generator,
+    ema_prev: float = 0.0,
+    pad_to: tuple[int, int] = (8, 8),
+) -> tuple[list[list[list[float]]], dict, float, tuple[int, int]]:
+    """Per-step advantages (group, trajectory, step), the batch's credit diagnostics, MVPO's new EMA and
+    the padded (steps, nodes) used, which the caller passes back as ``pad_to`` for the next batch."""
+    result = compute_credit(rollouts, contestant.config, ema_prev=ema_prev, pad_to=pad_to)
+    shape = (result.batch.src.shape[-1], result.batch.node_mask.shape[-1])
     if not contestant.random:
-        return result.advantages, result.diagnostics, result.ema
+        return result.advantages, result.diagnostics, result.ema, shape
     noisy = [[[float(x) for x in noise.standard_normal(len(steps))] for steps in group] for group in result.advantages]
-    return noisy, result.diagnostics, result.ema
+    return noisy, result.diagnostics, result.ema, shape

@@ -16,7 +16,7 @@ import numpy as np
 from experiments.arena.contestants import Contestant, advantages_and_diagnostics
 from experiments.arena.play import Episode, TransitionCache, greedy_chooser, sampling_chooser
 from experiments.arena.policy import Decision, TabularPolicy
-from milegpo_jax.credit.rollouts import Group, Step, Trajectory
+from milegpo_jax.credit.columns import UNRECORDED, KeyInterner, RolloutColumns
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,18 +41,25 @@ def training_tasks(num_tasks: int, count: int, seed: int) -> list[int]:
     return sorted(int(t) for t in rng.choice(num_tasks, size=min(count, num_tasks), replace=False))
 
 
-def episodes_to_groups(episodes: list[Episode], group_size: int, reward_scale: float) -> list[Group]:
-    groups = []
-    for start in range(0, len(episodes), group_size):
-        trajectories = []
-        for episode in episodes[start : start + group_size]:
-            steps = tuple(
-                Step(before.state_key, action, after.state_key, after.reward * reward_scale, True, after.milestone)
-                for before, action, after in zip(episode.nodes, episode.actions, episode.nodes[1:])
-            )
-            trajectories.append(Trajectory(steps))
-        groups.append(Group(tuple(trajectories)))
-    return groups
+def episodes_to_columns(episodes: list[Episode], group_size: int, reward_scale: float, interner: KeyInterner) -> RolloutColumns:
+    """The credit engine's pre-interned step columns (``credit/columns.py``) of consecutive groups of
+    ``group_size`` episodes; ``interner`` keeps the run's state and action codes across iterations."""
+    before = [node for episode in episodes for node in episode.nodes[:-1]]
+    after = [node for episode in episodes for node in episode.nodes[1:]]
+    actions = [action for episode in episodes for action in episode.actions]
+    states = interner.many([node.state_key for node in before] + [node.state_key for node in after])
+    milestones = [UNRECORDED if node.milestone is None else int(node.milestone) for node in after]
+    return RolloutColumns(
+        state=states[: len(before)],
+        next_state=states[len(before) :],
+        action=interner.many(actions),
+        reward=np.array([node.reward * reward_scale for node in after], np.float64),
+        valid=np.ones(len(after), bool),  # the table only picks admissible actions
+        milestone=np.array(milestones, np.int8),
+        lengths=np.array([len(episode.actions) for episode in episodes], np.int64),
+        group_sizes=np.diff([*range(0, len(episodes), group_size), len(episodes)]),
+        state_names=interner.names,
+    )
 
 
 def run_once(
@@ -69,6 +76,10 @@ def run_once(
     timing = {"env_s": 0.0, "credit_s": 0.0, "update_s": 0.0}
     curve = []
     ema = 0.0  # MVPO's success EMA, carried from iteration to iteration (the others ignore it)
+    interner = KeyInterner()  # state keys and actions -> codes, once per run
+    # Padded (steps, nodes) never shrink within a run: batches of a narrowing policy stay in the shape
+    # of the first ones instead of compiling a program for every smaller power-of-two bucket.
+    shape = (8, 8)  # build_batch's own minima
     for iteration in range(1, settings.iterations + 1):
         pick = np.random.default_rng(_streams(seed, 1, iteration))
         chosen = pick.choice(len(tasks), size=settings.groups, replace=settings.groups > len(tasks))
@@ -81,9 +92,9 @@ def run_once(
         timing["env_s"] += time.perf_counter() - started
 
         started = time.perf_counter()
-        groups = episodes_to_groups(episodes, settings.group_size, settings.reward_scale)
+        columns = episodes_to_columns(episodes, settings.group_size, settings.reward_scale, interner)
         noise = np.random.default_rng(_streams(seed, 3, iteration))
-        advantages, diagnostics, ema = advantages_and_diagnostics(contestant, groups, noise, ema)
+        advantages, diagnostics, ema, shape = advantages_and_diagnostics(contestant, columns, noise, ema, shape)
         timing["credit_s"] += time.perf_counter() - started
 
         started = time.perf_counter()
