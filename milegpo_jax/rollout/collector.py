@@ -13,8 +13,11 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
+import numpy as np
+
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
+from milegpo_jax.credit.columns import UNRECORDED, KeyInterner, RolloutColumns
 from milegpo_jax.credit.rollouts import Group, Step, Trajectory
 from milegpo_jax.rollout.prompts import HistoryEntry, build_prompt, project_actions
 
@@ -78,22 +81,47 @@ class RolloutBatch:
             key=lambda row: (row.group, row.trajectory, row.t),
         )
 
-    def credit_groups(self) -> tuple[list[Group], list[list[list[StepRow]]]]:
-        """Credit-engine groups (aborted episodes dropped, empty groups skipped) and, aligned with them,
-        the rows of every step, so advantages map back to rows."""
+    def aligned_rows(self) -> list[list[list[StepRow]]]:
+        """Rows per credit group, per trajectory, per step (aborted episodes dropped, empty groups skipped)."""
         by_episode: dict[tuple[int, int], list[StepRow]] = {}
         for row in self.training_rows():
             by_episode.setdefault((row.group, row.trajectory), []).append(row)
-        groups, aligned = [], []
-        for g in sorted({group for group, _ in by_episode}):
-            episodes = [rows for (group, _), rows in sorted(by_episode.items()) if group == g]
-            trajectories = tuple(
+        return [
+            [rows for (group, _), rows in sorted(by_episode.items()) if group == g]
+            for g in sorted({group for group, _ in by_episode})
+        ]
+
+    def credit_groups(self) -> tuple[list[Group], list[list[list[StepRow]]]]:
+        """Credit-engine groups and, aligned with them, the rows of every step, so advantages map back to rows."""
+        aligned = self.aligned_rows()
+        groups = [
+            Group(tuple(
                 Trajectory(tuple(Step(r.state, r.action, r.next_state, r.reward, r.valid, r.milestone) for r in rows))
                 for rows in episodes
-            )
-            groups.append(Group(trajectories))
-            aligned.append(episodes)
+            ))
+            for episodes in aligned
+        ]
         return groups, aligned
+
+    def credit_columns(self) -> tuple[RolloutColumns, list[list[list[StepRow]]]]:
+        """``credit_groups`` as pre-interned step columns (credit/columns.py): the same padded batch,
+        built with vectorised numpy and without a record per step."""
+        aligned = self.aligned_rows()
+        rows = [row for episodes in aligned for trajectory in episodes for row in trajectory]
+        interner = KeyInterner()
+        states = interner.many([r.state for r in rows] + [r.next_state for r in rows])
+        columns = RolloutColumns(
+            state=states[: len(rows)],
+            next_state=states[len(rows) :],
+            action=KeyInterner().many([r.action for r in rows]),
+            reward=np.array([r.reward for r in rows], np.float64),
+            valid=np.array([r.valid for r in rows], bool),
+            milestone=np.array([UNRECORDED if r.milestone is None else int(r.milestone) for r in rows], np.int8),
+            lengths=np.array([len(trajectory) for episodes in aligned for trajectory in episodes], np.int64),
+            group_sizes=np.array([len(episodes) for episodes in aligned], np.int64),
+            state_names=interner.names,
+        )
+        return columns, aligned
 
     def metrics(self) -> dict[str, float]:
         finished = [e for e in self.episodes if not e.aborted]

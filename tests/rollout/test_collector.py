@@ -6,10 +6,12 @@ from __future__ import annotations
 import itertools
 from collections.abc import Sequence
 
+import numpy as np
 import pytest
 
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
+from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.rollout.collector import (
     EpisodeSummary,
     Generation,
@@ -72,6 +74,18 @@ def test_credit_groups_align_rows_with_trajectories(played):
     for group, rows in zip(groups, aligned, strict=True):
         for trajectory, traj_rows in zip(group.trajectories, rows, strict=True):
             assert [s.state for s in trajectory.steps] == [r.state for r in traj_rows]
+
+
+def test_credit_columns_build_the_batch_of_the_credit_groups(played):
+    _, _, batch = played
+    groups, aligned = batch.credit_groups()
+    columns, aligned_too = batch.credit_columns()
+    assert aligned_too == aligned
+    from_groups, layout = build_batch(groups)
+    from_columns, layout_too = build_batch(columns)
+    assert layout_too == layout
+    for field, array in from_groups._asdict().items():
+        np.testing.assert_array_equal(getattr(from_columns, field), array, err_msg=field)
 
 
 def _batch(groups: int, won: Sequence[bool], task_types: Sequence[str | None] | None = None) -> RolloutBatch:
