@@ -136,14 +136,18 @@ def _first_appearance_ids(
     """Per-group dense ids of ``codes`` in order of first appearance (positions are group-major).
 
     Returns (id of every position, 0 where not ``keep``; distinct codes per group; the distinct codes of
-    all groups in id order). One ``np.unique`` of (group, code) pairs replaces a dict per group."""
-    span = int(codes.max(initial=0)) + 1
-    combined = group[keep] * span + codes[keep]
-    unique, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
-    by_appearance = np.argsort(first, kind="stable")  # group-major, then first appearance
+    all groups in id order). One sort of (group, code, position) packed into an int64 replaces a dict
+    per group: each run of equal (group, code) starts at its first position."""
+    span, size = int(codes.max(initial=0)) + 1, len(codes)
+    positions = np.flatnonzero(keep)
+    key, where = np.divmod(np.sort((group[positions] * span + codes[positions]) * size + positions), size)
+    starts = np.ones(len(key), bool)
+    np.not_equal(key[1:], key[:-1], out=starts[1:])
+    unique = key[starts]
+    by_appearance = np.argsort(where[starts], kind="stable")  # group-major, then first appearance
     counts = np.bincount(unique // span, minlength=num_groups)
     rank = np.empty(len(unique), np.int64)
     rank[by_appearance] = np.arange(len(unique)) - np.repeat(np.cumsum(counts) - counts, counts)
-    ids = np.zeros(len(codes), np.int64)
-    ids[keep] = rank[inverse.ravel()]
+    ids = np.zeros(size, np.int64)
+    ids[where] = rank[np.cumsum(starts) - 1]
     return ids, counts, unique[by_appearance] % span
