@@ -329,7 +329,9 @@ class Trainer:
                     metrics = self.iteration(iteration)
                     eval_metric = None
                     if cfg.run.eval_every and iteration % cfg.run.eval_every == 0 or iteration == cfg.run.iterations:
+                        start = time.perf_counter()
                         evaluation = self.evaluate(iteration)
+                        metrics["time/eval_s"] = time.perf_counter() - start
                         metrics.update({f"eval/{k}": v for k, v in evaluation.items()})
                         eval_metric = evaluation.get(cfg.run.best_metric)
                         summary["eval_after"] = evaluation
