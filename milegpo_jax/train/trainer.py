@@ -243,8 +243,8 @@ class Trainer:
         timings["time/generation_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        groups, aligned = batch.credit_groups()
-        credit = compute_credit(groups, self.credit_config, ema_prev=self.credit_ema)
+        columns, aligned = batch.credit_columns()  # pre-interned: the credit engine's fast road
+        credit = compute_credit(columns, self.credit_config, ema_prev=self.credit_ema)
         self.credit_ema = credit.ema
         rows, advantages = [], []
         for group_rows, group_advantages in zip(aligned, credit.advantages):
