@@ -49,8 +49,7 @@ def sft_optimizer_section(learning_rate: float) -> OptimSection:
     return OptimSection(learning_rate=learning_rate, weight_decay=SFT_WEIGHT_DECAY, grad_clip_norm=1.0)
 
 
-def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int) -> dict[str, np.ndarray]:
-    capacity = capacity_for_length(int(rows.lengths[list(pick)].max()))
+def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int, capacity: int) -> dict[str, np.ndarray]:
     micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), max_sequences)
     return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id).arrays, micro)
 
@@ -76,11 +75,12 @@ def train_sft(
     opt_state = step.tx.init(params)
     jitted = jit_train_step(step)
     rows = sft_rows(examples)
+    capacity = capacity_for_length(int(rows.lengths.max()))  # one for every step: fewer shapes to compile
     rng = np.random.default_rng(seed)
     history = []
     for index in range(steps):
         chosen = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
-        batch = {k: jax.numpy.asarray(v) for k, v in packed_sft_batch(rows, chosen, pad_id, batch_size).items()}
+        batch = {k: jax.numpy.asarray(v) for k, v in packed_sft_batch(rows, chosen, pad_id, batch_size, capacity).items()}
         params, opt_state, metrics = jitted(params, opt_state, batch)
         history.append({k: float(to_host(v)) for k, v in metrics.items()})
         if progress is not None:

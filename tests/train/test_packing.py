@@ -108,12 +108,17 @@ def test_micro_batch_shapes_hold_every_sequence_in_whole_shards():
     assert micro_batch_shape(5, 64) == (1, 5)  # one device: no all-padding sequences
     assert micro_batch_shape(5, 64, quantum=8) == (1, 8)
     assert micro_batch_shape(9, 8) == (2, 5)
+    assert micro_batch_shape(33, 64) == (1, 36)  # three significant bits: 32, 36, 40, ...
     assert micro_batch_shape(130, 64, quantum=8) == (3, 48)
     for quantum in (1, 2, 8):
+        shapes = set()
         for sequences in range(1, 200):
             micro, per = micro_batch_shape(sequences, 64, quantum)
             assert micro * per >= sequences and per <= 64 and (micro - 1) * per < sequences
             assert per % quantum == 0 or per == 64
+            assert per < 1.125 * -(-sequences // micro) + quantum  # under 12.5 % spare (plus shard rounding)
+            shapes.add(per)
+        assert len(shapes) <= {1: 32, 2: 24, 8: 8}[quantum]
     with pytest.raises(ValueError, match="quantum"):
         micro_batch_shape(5, 64, quantum=0)
 
