@@ -117,3 +117,29 @@ def test_import_boundaries_of_docs_architecture():
     bad += [f"{module} imports {name}" for module, names in project_imports("envs_bridge").items()
             if module == "envs_bridge/specs.py" for name in sorted(names) if name.split(".")[0] in ("envs_bridge", "milegpo_jax")]
     assert not bad, "update docs/architecture.md §3 if this is intended:\n" + "\n".join(bad)
+
+
+TEST_MATERIAL = "milegpo_jax.credit.testing"
+
+
+def imports_test_material(path: Path) -> bool:
+    """Whether a module imports ``milegpo_jax.credit.testing`` or one of its modules, in any form."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            named = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+        elif isinstance(node, ast.Import):
+            named = [alias.name for alias in node.names]
+        else:
+            continue
+        if any(name == TEST_MATERIAL or name.startswith(TEST_MATERIAL + ".") for name in named):
+            return True
+    return False
+
+
+def test_test_material_stays_out_of_the_runtime():
+    """The credit oracles and generators (docs/architecture.md §3) are imported by tests and benchmarks only."""
+    modules = [path.relative_to(ROOT).as_posix() for folder in ("milegpo_jax", "envs_bridge", "experiments")
+               for path in sorted((ROOT / folder).rglob("*.py")) if imports_test_material(path)]
+    assert "experiments/bench/credit.py" in modules  # the scan sees the benchmark's import of the oracle
+    bad = [m for m in modules if not m.startswith(("milegpo_jax/credit/testing/", "experiments/bench/"))]
+    assert not bad, "only tests and experiments/bench/ may import " + TEST_MATERIAL + ":\n" + "\n".join(bad)

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from milegpo_jax.models.import_gguf import converted_checkpoint
+from tests.train.tiny_configs import SHORT_EPISODES
 
 pytestmark = pytest.mark.slow
 
@@ -26,11 +27,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # trainer's: one task per split (a count of 0 would mean every task of the split).
 CONFIG = "experiments/configs/twx.py:mapreader"
 OVERRIDES = [
+    *SHORT_EPISODES,
     "model.compute_dtype=float32",
     "model.remat=none",
-    "env.groups_per_iteration=2",
-    "env.group_size=2",
-    "env.max_env_steps=3",
     "env.num_servers=1",
     "env.history_length=0",
     "env.options.game_params=numLocations=2,maxDistanceApart=1,maxDistractorItemsPerLocation=0",
@@ -46,7 +45,6 @@ OVERRIDES = [
     "optim.learning_rate=1e-5",
     "run.iterations=1",
     "run.save_every=1",
-    "logging.progress_bar=false",
     "logging.tensorboard=false",
 ]
 
