@@ -89,6 +89,7 @@ def project_imports(package: str) -> dict[str, set[str]]:
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names.add(node.module)
+                names.update(f"{node.module}.{alias.name}" for alias in node.names)  # may name a module
             elif isinstance(node, ast.Import):
                 names.update(alias.name for alias in node.names)
         found[str(path.relative_to(ROOT))] = names
@@ -117,3 +118,20 @@ def test_import_boundaries_of_docs_architecture():
     bad += [f"{module} imports {name}" for module, names in project_imports("envs_bridge").items()
             if module == "envs_bridge/specs.py" for name in sorted(names) if name.split(".")[0] in ("envs_bridge", "milegpo_jax")]
     assert not bad, "update docs/architecture.md §3 if this is intended:\n" + "\n".join(bad)
+
+
+TEST_MATERIAL = "milegpo_jax.credit.testing"
+
+
+def test_test_material_stays_out_of_the_runtime():
+    """The credit oracles and generators (docs/architecture.md §3) are imported by tests and benchmarks only."""
+    bad = [
+        f"{module} imports {name}"
+        for package in ("milegpo_jax", "envs_bridge", "experiments")
+        for module, names in project_imports(package).items()
+        if not module.startswith(("milegpo_jax/credit/testing/", "experiments/bench/"))
+        for name in sorted(names)
+        if name == TEST_MATERIAL or name.startswith(TEST_MATERIAL + ".")
+    ]
+    assert project_imports("experiments.bench")["experiments/bench/credit.py"] & {f"{TEST_MATERIAL}.reference"}
+    assert not bad, "\n".join(bad)

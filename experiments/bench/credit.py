@@ -26,12 +26,12 @@ import time
 import jax
 import numpy as np
 
-from milegpo_jax.credit import reference
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import estimate_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
-from milegpo_jax.credit.synthetic import alfworld_like_rollouts
+from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
 
 CASES = (
     ("grpo", None),

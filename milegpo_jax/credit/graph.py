@@ -104,25 +104,6 @@ def distances_to(targets: jax.Array, src: jax.Array, dst: jax.Array, step_mask: 
     return distance
 
 
-def candidate_distances(candidates: jax.Array, src: jax.Array, dst: jax.Array, step_mask: jax.Array) -> jax.Array:
-    """[N, N] d(s, v): hops from every state s to every candidate v (inf where v is no candidate or
-    unreachable). The estimators do not need it (the potentials below fold it into a max-product
-    fixpoint); it is the explicit form used by tests and analysis."""
-    num_nodes = candidates.shape[-1]
-    inf = jnp.asarray(jnp.inf, float_dtype())
-    src, dst, step_mask = src.ravel(), dst.ravel(), step_mask.ravel()
-    start = jnp.where(jnp.eye(num_nodes, dtype=bool) & candidates[None, :], 0.0, inf).astype(float_dtype())
-
-    def relax(state):
-        distance, _ = state
-        through_row = jnp.where(step_mask[:, None], 1.0 + distance[dst], inf)
-        updated = distance.at[src].min(through_row)
-        return updated, jnp.any(updated != distance)
-
-    distance, _ = lax.while_loop(lambda state: state[1], relax, (start, jnp.asarray(True)))
-    return distance
-
-
 def max_product_potentials(
     weights: jax.Array, src: jax.Array, dst: jax.Array, step_mask: jax.Array, omega: float
 ) -> jax.Array:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from milegpo_jax.credit import reference
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.rollouts import rollouts_to_json
 from tests.credit.spec_vectors import EXAMPLES

@@ -15,11 +15,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from milegpo_jax.credit import reference
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import estimate_advantages
-from milegpo_jax.credit.graph import candidate_distances, distances_to, max_product_potentials
+from milegpo_jax.credit.graph import distances_to, max_product_potentials
+from milegpo_jax.credit.testing.graph import candidate_distances
 from milegpo_jax.credit.rollouts import Group
 from tests.credit.strategies import batches_of_groups, option_overrides
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from milegpo_jax.credit import reference
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
-from milegpo_jax.credit.reference_family import family_advantages
+from milegpo_jax.credit.testing.reference_family import family_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from tests.credit.strategies import family_batches, family_option_overrides
 from tests.credit.test_estimators_properties import (

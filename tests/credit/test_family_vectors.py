@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from milegpo_jax.credit import reference
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from milegpo_jax.credit import reference
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.rollouts import SUCCESS_STATE, Group, Trajectory
 from tests.credit.spec_vectors import COLUMNS, EXAMPLES, MILEGPO_LINE_CONFIGS, TOLERANCE
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from milegpo_jax.credit import synthetic
+from milegpo_jax.credit.testing import synthetic
 from milegpo_jax.credit.rollouts import parse_rollouts, rollouts_to_json
-from milegpo_jax.credit.synthetic import PRESETS, alfworld_like_rollouts
+from milegpo_jax.credit.testing.synthetic import PRESETS, alfworld_like_rollouts
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "experiments" / "data" / "example_rollouts.json"
 SEEDS = (0, 1, 2)
@@ -105,7 +105,7 @@ def test_bundled_example_is_the_small_preset():
     expected = rollouts_to_json(alfworld_like_rollouts(**PRESETS["small"]))
     assert json.loads(EXAMPLE.read_text()) == expected, (
         "experiments/data/example_rollouts.json is stale; regenerate it with "
-        "`python -m milegpo_jax.credit.synthetic --out experiments/data/example_rollouts.json --preset small`"
+        "`python -m milegpo_jax.credit.testing.synthetic --out experiments/data/example_rollouts.json --preset small`"
     )
 
 

@@ -2,7 +2,7 @@
 benchmark baseline of ``family.py``.
 
 Written for reading, from the equations: float64 Python numbers, dicts and loops, one function per
-estimator, reusing the building blocks of ``reference.py`` (rows, Norm, the episode term, GiGPO).
+estimator, reusing the building blocks of ``reference_baselines.py`` (rows, Norm, the episode term, GiGPO).
 Every estimator returns ``{"rows": per trajectory, per step {"advantage": ..., ...}}``; MVPO also
 takes its cross-iteration success EMA and returns the updated one.
 
@@ -21,7 +21,7 @@ import math
 from collections.abc import Sequence
 
 from milegpo_jax.credit.config import TIE_RELATIVE_TOLERANCE, CreditConfig
-from milegpo_jax.credit.reference import (
+from milegpo_jax.credit.testing.reference_baselines import (
     RolloutGraph,
     anchor_keys,
     build_graph,

@@ -19,7 +19,7 @@ on that last step and stops; any other is cut at ``max_steps`` with reward 0 (do
 
 Command line (writes the bundled example file)::
 
-    python -m milegpo_jax.credit.synthetic --out experiments/data/example_rollouts.json --preset small
+    python -m milegpo_jax.credit.testing.synthetic --out experiments/data/example_rollouts.json --preset small
 """
 
 from __future__ import annotations
