@@ -8,7 +8,7 @@ Model API (docs/architecture.md §5)::
     logits = model(input_ids)              # int32 [B, T] -> float [B, T, vocab]
     save_pretrained(model, config, path)
 
-KV cache, masks and chunked log-probabilities: see ``milegpo_jax.models.qwen2``.
+KV cache and masks: see ``milegpo_jax.models.qwen2``; chunked log-probabilities: ``milegpo_jax.models.logprobs``.
 """
 
 from milegpo_jax.models.hf_io import (
@@ -19,6 +19,7 @@ from milegpo_jax.models.hf_io import (
     load_pretrained,
     save_pretrained,
 )
+from milegpo_jax.models.logprobs import token_logprobs
 from milegpo_jax.models.qwen2 import (
     PRESETS,
     MODEL_TYPES,
@@ -31,7 +32,6 @@ from milegpo_jax.models.qwen2 import (
     init_model,
     num_params,
     preset,
-    token_logprobs,
 )
 from milegpo_jax.models.tokenizer import build_qwen25_tokenizer, load_tokenizer
 

@@ -48,10 +48,7 @@ write would be clamped by ``dynamic_update_slice``). For prefill, ``model.hidden
 
 Token log-probabilities
 -----------------------
-``token_logprobs(model, input_ids, targets, ..., chunk_size=C)`` returns float32 ``[B, T]``
-``log p(targets | prefix)``. With ``chunk_size`` the LM head runs over ``C`` positions at a time
-inside ``lax.map`` with rematerialisation, so neither the forward nor the backward pass ever holds
-the full ``[B, T, vocab]`` float32 logits.
+``token_logprobs`` and the LM head live in ``milegpo_jax.models.logprobs`` (chunked over time).
 """
 
 from __future__ import annotations
@@ -64,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from milegpo_jax.models.logprobs import project_to_vocab
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -546,67 +544,6 @@ class Qwen2(nnx.Module):
         )
         logits = self.logits(hidden)
         return logits if cache is None else (logits, cache_out)
-
-
-def project_to_vocab(hidden: jax.Array, weight: jax.Array, tied: bool, sharding=None) -> jax.Array:
-    equation = "btd,vd->btv" if tied else "btd,dv->btv"
-    logits = jnp.einsum(equation, hidden, weight.astype(hidden.dtype))
-    return constrain(logits, ("batch", "seq", "act_vocab"), sharding)
-
-
-def logprobs_from_hidden(
-    hidden: jax.Array,
-    weight: jax.Array,
-    targets: jax.Array,
-    *,
-    tied: bool,
-    chunk_size: int | None = None,
-    sharding: LogicalSharding | None = None,
-) -> jax.Array:
-    """float32 ``log softmax(hidden @ head)[targets]``, ``[B, T]``; chunked over time when asked."""
-    b, t = targets.shape
-
-    def chunk(h, tgt):
-        logits = project_to_vocab(h, weight, tied, sharding).astype(jnp.float32)
-        picked = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
-        return picked - jax.nn.logsumexp(logits, axis=-1)
-
-    if chunk_size is not None and chunk_size <= 0:
-        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-    if chunk_size is None or chunk_size >= t:
-        return chunk(hidden, targets)
-    n = -(-t // chunk_size)
-    pad = n * chunk_size - t
-    h = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0))).reshape(b, n, chunk_size, -1).swapaxes(0, 1)
-    tg = jnp.pad(targets, ((0, 0), (0, pad))).reshape(b, n, chunk_size).swapaxes(0, 1)
-    # Recomputed in the backward pass: only one chunk's [B, C, vocab] logits are ever alive.
-    out = jax.lax.map(jax.checkpoint(lambda args: chunk(*args)), (h, tg))
-    return out.swapaxes(0, 1).reshape(b, n * chunk_size)[:, :t]
-
-
-def token_logprobs(
-    model: Qwen2,
-    input_ids: jax.Array,
-    targets: jax.Array,
-    *,
-    positions: jax.Array | None = None,
-    attention_mask: jax.Array | None = None,
-    chunk_size: int | None = None,
-) -> jax.Array:
-    """float32 ``[B, T]`` log-probability of ``targets[b, t]`` given ``input_ids[b, :t + 1]``.
-
-    For a sequence ``ids``: ``token_logprobs(model, ids[:, :-1], ids[:, 1:])``. ``chunk_size`` bounds
-    the logits held at once to ``[B, chunk_size, vocab]`` (forward and backward).
-    """
-    if targets.shape != input_ids.shape:
-        raise ValueError(f"targets has shape {targets.shape}, input_ids {input_ids.shape}")
-    if chunk_size is not None and chunk_size <= 0:
-        raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-    hidden, _ = model.hidden_states(input_ids, positions=positions, attention_mask=attention_mask)
-    weight, tied = model.output_projection()
-    return logprobs_from_hidden(
-        hidden, weight, targets, tied=tied, chunk_size=chunk_size, sharding=model.sharding
-    )
 
 
 def init_model(config: ModelConfig, *, seed: int = 0, sharding: LogicalSharding | None = None) -> Qwen2:

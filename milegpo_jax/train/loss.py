@@ -14,8 +14,6 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
-from milegpo_jax.models.qwen2 import project_to_vocab
-
 KL_ESTIMATORS = ("low_var_kl", "kl", "mse")
 
 
@@ -32,37 +30,6 @@ class PPOLossConfig:
             raise ValueError(f"kl_estimator={self.kl_estimator!r}: choose one of {', '.join(KL_ESTIMATORS)}")
         if self.clip_low < 0 or self.clip_high < 0:
             raise ValueError("clip_low and clip_high must be >= 0")
-
-
-def token_logprobs_and_entropy(
-    hidden: jax.Array, weight: jax.Array, targets: jax.Array, *, tied: bool, chunk_size: int | None = None
-) -> tuple[jax.Array, jax.Array]:
-    """float32 ``[B, T]`` log p(target) and the entropy of the full next-token distribution.
-
-    Chunked over time like the model's ``logprobs_from_hidden``: with ``chunk_size`` only one
-    ``[B, chunk, vocab]`` block of logits is alive (forward and, rematerialised, backward).
-    """
-    b, t = targets.shape
-
-    def chunk(h, tgt):
-        logits = project_to_vocab(h, weight, tied).astype(jnp.float32)
-        log_probs = jax.nn.log_softmax(logits, axis=-1)
-        picked = jnp.take_along_axis(log_probs, tgt[..., None], axis=-1)[..., 0]
-        entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
-        return picked, entropy
-
-    if chunk_size is None or chunk_size >= t:
-        return chunk(hidden, targets)
-    n = -(-t // chunk_size)
-    pad = n * chunk_size - t
-    h = jnp.pad(hidden, ((0, 0), (0, pad), (0, 0))).reshape(b, n, chunk_size, -1).swapaxes(0, 1)
-    tg = jnp.pad(targets, ((0, 0), (0, pad))).reshape(b, n, chunk_size).swapaxes(0, 1)
-    picked, entropy = jax.lax.map(jax.checkpoint(lambda args: chunk(*args)), (h, tg))
-
-    def unchunk(x):
-        return x.swapaxes(0, 1).reshape(b, n * chunk_size)[:, :t]
-
-    return unchunk(picked), unchunk(entropy)
 
 
 def kl_penalty(logprobs: jax.Array, ref_logprobs: jax.Array, estimator: str) -> jax.Array:

@@ -16,7 +16,8 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.qwen2 import Qwen2, token_logprobs
+from milegpo_jax.models.logprobs import token_logprobs
+from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import Generation
 from milegpo_jax.train.packing import Rows, as_micro_batches, capacity_for_length, micro_batch_shape, pack, sequences_needed, unpack

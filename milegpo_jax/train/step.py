@@ -28,9 +28,9 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from milegpo_jax.models.qwen2 import token_logprobs
+from milegpo_jax.models.logprobs import logprobs_and_entropy_from_hidden, token_logprobs
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
-from milegpo_jax.train.loss import PPOLossConfig, ppo_loss, token_logprobs_and_entropy
+from milegpo_jax.train.loss import PPOLossConfig, ppo_loss
 from milegpo_jax.train.optim import make_optimizer
 
 # dtypes of the batch keys the losses read; every array is [micro_batches, rows, T]
@@ -62,8 +62,8 @@ class PPOLoss:
     def __call__(self, model, batch, token_count):
         hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"])
         weight, tied = model.output_projection()
-        logprobs, entropy = token_logprobs_and_entropy(hidden, weight, batch["targets"], tied=tied,
-                                                       chunk_size=self.chunk_size)
+        logprobs, entropy = logprobs_and_entropy_from_hidden(hidden, weight, batch["targets"], tied=tied,
+                                                             chunk_size=self.chunk_size)
         return ppo_loss(logprobs, batch["old_logprobs"], batch["ref_logprobs"], entropy, batch["advantages"],
                         batch["response_mask"], token_count, self.config)
 
