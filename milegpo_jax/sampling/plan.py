@@ -11,12 +11,9 @@ from __future__ import annotations
 import dataclasses
 
 from milegpo_jax.sampling.config import SamplingConfig
+from milegpo_jax.shapes import bucket_size
 
 MIN_PROMPT_BUCKET = 16  # short prompts share one compiled shape
-
-
-def next_power_of_two(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 def prefill_chunk_length(batch: int, bucket: int, chunk_tokens: int) -> int:
@@ -29,7 +26,7 @@ def prefill_chunk_length(batch: int, bucket: int, chunk_tokens: int) -> int:
 def prompt_bucket(longest_prompt: int, budget: int, max_cache_len: int) -> int:
     """Padded prompt length: the next power of two (at least ``MIN_PROMPT_BUCKET``), but never so
     long that ``bucket + budget`` exceeds ``max_cache_len`` (callers check the prompt itself fits)."""
-    return min(max(MIN_PROMPT_BUCKET, next_power_of_two(longest_prompt)), max_cache_len - budget)
+    return min(bucket_size(longest_prompt, MIN_PROMPT_BUCKET), max_cache_len - budget)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,7 +54,7 @@ class GenerationPlan:
 def plan_generation(rows: int, longest_prompt: int, config: SamplingConfig, cache_limit: int) -> GenerationPlan:
     """The plan of a call with ``rows`` prompts, the longest ``longest_prompt`` tokens, under
     ``config``; ``cache_limit`` is ``config.max_cache_len`` or the model's position limit."""
-    batch = next_power_of_two(rows)
+    batch = bucket_size(rows)
     bucket = prompt_bucket(longest_prompt, config.max_new_tokens, cache_limit)
     switches = Switches(
         greedy=config.greedy,
@@ -69,5 +66,5 @@ def plan_generation(rows: int, longest_prompt: int, config: SamplingConfig, cach
     return GenerationPlan(batch, bucket, switches)
 
 
-__all__ = ["MIN_PROMPT_BUCKET", "GenerationPlan", "Switches", "next_power_of_two", "plan_generation",
+__all__ = ["MIN_PROMPT_BUCKET", "GenerationPlan", "Switches", "plan_generation",
            "prefill_chunk_length", "prompt_bucket"]

@@ -45,7 +45,6 @@ from milegpo_jax.sampling.logits import choose_tokens
 from milegpo_jax.sampling.plan import (  # noqa: F401 - MIN_PROMPT_BUCKET.. stay importable from here
     MIN_PROMPT_BUCKET,
     Switches,
-    next_power_of_two,
     plan_generation,
     prefill_chunk_length,
     prompt_bucket,

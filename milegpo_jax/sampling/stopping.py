@@ -15,6 +15,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from milegpo_jax.shapes import bucket_size
+
 RUNNING, EOS, STOP, LENGTH = 0, 1, 2, 3
 FINISH_REASONS = {EOS: "eos", STOP: "stop", LENGTH: "length"}
 NO_TOKEN = -1  # never a token id: empty window slots and padding of the tables below
@@ -36,16 +38,12 @@ class StopTable:
 MIN_TABLE_SIZE = 4  # table sizes are padded to powers of two from here, so they rarely recompile
 
 
-def _table_size(n: int) -> int:
-    return max(MIN_TABLE_SIZE, 1 << max(0, n - 1).bit_length())
-
-
 def build_stop_table(eos_ids: Sequence[int], stop_sequences: Sequence[Sequence[int]]) -> StopTable:
     """Host-side numpy tables, every size padded to a power of two (at least ``MIN_TABLE_SIZE``)."""
-    eos = np.full(_table_size(len(eos_ids)), NO_TOKEN, np.int32)
+    eos = np.full(bucket_size(len(eos_ids), MIN_TABLE_SIZE), NO_TOKEN, np.int32)
     eos[: len(eos_ids)] = eos_ids
-    width = _table_size(max([1, *(len(seq) for seq in stop_sequences)]))
-    ids = np.full((_table_size(len(stop_sequences)), width), NO_TOKEN, np.int32)
+    width = bucket_size(max([1, *(len(seq) for seq in stop_sequences)]), MIN_TABLE_SIZE)
+    ids = np.full((bucket_size(len(stop_sequences), MIN_TABLE_SIZE), width), NO_TOKEN, np.int32)
     valid = np.zeros(ids.shape, bool)
     for row, seq in enumerate(stop_sequences):
         ids[row, width - len(seq) :] = seq
