@@ -71,7 +71,9 @@ class EnvRequestError(ValueError):
         self.status = status
 
 
-class _Slot(enum.Enum):
+class _EpisodeState(enum.Enum):
+    """Where the episode of one pool env stands, as the pool sees it."""
+
     IDLE = "no episode started"
     RUNNING = "running"
     DONE = "finished"
@@ -148,7 +150,7 @@ class EnvPool:
         count = len(urls) if urls is not None else (num_servers or min(num_envs, max(1, os.cpu_count() or 1)))
         if not 1 <= count <= num_envs:
             raise ValueError(f"need between 1 and num_envs={num_envs} servers, got {count}")
-        self._state = [_Slot.IDLE] * num_envs
+        self._state = [_EpisodeState.IDLE] * num_envs
         self._abort_reason = [""] * num_envs
         self._num_tasks: dict[str, int] = {}
         self._metrics = dict.fromkeys(
@@ -207,7 +209,7 @@ class EnvPool:
         with self._lock:
             self._check_open()
             for slot in indices:  # the caller abandons these envs' episodes: a failure now aborts none of them
-                self._state[slot] = _Slot.IDLE
+                self._state[slot] = _EpisodeState.IDLE
 
             def body(server: _Server, slots: list[int]) -> dict:
                 return {
@@ -231,7 +233,7 @@ class EnvPool:
                     except _ServerFailure as again:
                         raise PoolError(f"reset failed on server {server.index} twice, last: {again}") from again
                 for slot, result in zip(slots, self._parse_results(outcome, len(slots))):
-                    self._state[slot] = _Slot.DONE if result.done else _Slot.RUNNING
+                    self._state[slot] = _EpisodeState.DONE if result.done else _EpisodeState.RUNNING
                     self._abort_reason[slot] = ""
                     replies[slot] = EnvReply(slot, EpisodeStatus.OK, result)
             self._metrics["resets"] += len(replies)
@@ -257,9 +259,9 @@ class EnvPool:
             live = []
             for slot in indices:
                 state = self._state[slot]
-                if state is _Slot.ABORTED:
+                if state is _EpisodeState.ABORTED:
                     replies[slot] = self._aborted(slot)
-                elif state is not _Slot.RUNNING:
+                elif state is not _EpisodeState.RUNNING:
                     raise ValueError(f"env {slot} cannot step: {state.value}; reset it first")
                 else:
                     live.append(slot)
@@ -271,7 +273,7 @@ class EnvPool:
             for server, slots, outcome in self._fan_out("/step", self._by_server(live), body, self.step_timeout_s):
                 if isinstance(outcome, EnvRequestError):
                     for slot in slots:  # the server may have stepped some: only a reset makes them usable
-                        self._state[slot] = _Slot.IDLE
+                        self._state[slot] = _EpisodeState.IDLE
                     rejected.append(outcome)
                     continue
                 if isinstance(outcome, _ServerFailure):
@@ -279,7 +281,7 @@ class EnvPool:
                     replies.update((slot, self._aborted(slot)) for slot in slots)
                     continue
                 for slot, result in zip(slots, self._parse_results(outcome, len(slots))):
-                    self._state[slot] = _Slot.DONE if result.done else _Slot.RUNNING
+                    self._state[slot] = _EpisodeState.DONE if result.done else _EpisodeState.RUNNING
                     replies[slot] = EnvReply(slot, EpisodeStatus.OK, result)
                 self._metrics["steps"] += len(slots)
             _raise_first(rejected)
@@ -436,12 +438,12 @@ class EnvPool:
         self._metrics["server_failures"] += 1
         self._metrics["call_timeouts"] += int(timed_out)
         for slot in server.slots:
-            if self._state[slot] is _Slot.RUNNING:
-                self._state[slot] = _Slot.ABORTED
+            if self._state[slot] is _EpisodeState.RUNNING:
+                self._state[slot] = _EpisodeState.ABORTED
                 self._abort_reason[slot] = reason
                 self._metrics["aborted_episodes"] += 1
-            elif self._state[slot] is _Slot.DONE:
-                self._state[slot] = _Slot.IDLE
+            elif self._state[slot] is _EpisodeState.DONE:
+                self._state[slot] = _EpisodeState.IDLE
         if server.process is None:
             self._check_health(server)  # a dead URL server cannot be brought back from here
         else:

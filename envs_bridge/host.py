@@ -34,7 +34,9 @@ class _Episode(enum.Enum):
     DONE = "finished"
 
 
-class _Slot:
+class _HostedEnv:
+    """One environment instance of the host and the state of its episode."""
+
     __slots__ = ("adapter", "episode", "busy")
 
     def __init__(self, adapter: EnvAdapter):
@@ -49,7 +51,7 @@ class EnvHost:
             raise ValueError(f"max_envs must be >= 1, got {max_envs}")
         self.env_name = env_name
         self.max_envs = max_envs
-        self._slots: dict[int, _Slot] = {}
+        self._slots: dict[int, _HostedEnv] = {}
         self._next_id = 0
         self._lock = threading.Lock()  # guards _slots, _next_id and slot flags
         self._executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="env")
@@ -84,7 +86,7 @@ class EnvHost:
             env_ids = list(range(self._next_id, self._next_id + count))
             self._next_id += count
             for env_id, adapter in zip(env_ids, adapters):
-                self._slots[env_id] = _Slot(adapter)
+                self._slots[env_id] = _HostedEnv(adapter)
         return env_ids, num_tasks
 
     def reset(self, env_ids: Sequence[int], split: str, task_ids: Sequence[int], seeds: Sequence[int]) -> list[StepResult]:
@@ -93,7 +95,7 @@ class EnvHost:
         except EnvError as error:
             raise HostError(400, str(error)) from error
 
-        def validate(env_id: int, slot: _Slot, position: int) -> None:
+        def validate(env_id: int, slot: _HostedEnv, position: int) -> None:
             task_id = task_ids[position]
             num_tasks = slot.adapter.num_tasks(split)
             if not 0 <= task_id < num_tasks:
@@ -101,17 +103,17 @@ class EnvHost:
                     400, f"task id {task_id} (env {env_id}) is out of range for split {split!r}: 0..{num_tasks - 1}"
                 )
 
-        def run(slot: _Slot, position: int) -> StepResult:
+        def run(slot: _HostedEnv, position: int) -> StepResult:
             return slot.adapter.reset(split, task_ids[position], seeds[position])
 
         return self._run_batch(env_ids, validate, run)
 
     def step(self, env_ids: Sequence[int], actions: Sequence[str]) -> list[StepResult]:
-        def validate(env_id: int, slot: _Slot, position: int) -> None:
+        def validate(env_id: int, slot: _HostedEnv, position: int) -> None:
             if slot.episode is not _Episode.RUNNING:
                 raise HostError(409, f"env {env_id} cannot step: {slot.episode.value}; reset it first")
 
-        def run(slot: _Slot, position: int) -> StepResult:
+        def run(slot: _HostedEnv, position: int) -> StepResult:
             return slot.adapter.step(actions[position])
 
         return self._run_batch(env_ids, validate, run)
@@ -143,8 +145,8 @@ class EnvHost:
     def _run_batch(
         self,
         env_ids: Sequence[int],
-        validate: Callable[[int, _Slot, int], None],
-        run: Callable[[_Slot, int], StepResult],
+        validate: Callable[[int, _HostedEnv, int], None],
+        run: Callable[[_HostedEnv, int], StepResult],
     ) -> list[StepResult]:
         with self._lock:
             self._check_ids(env_ids)
@@ -193,7 +195,7 @@ class EnvHost:
                 pass
 
 
-def _attempt(run: Callable[[_Slot, int], StepResult], slot: _Slot, position: int) -> StepResult | Exception:
+def _attempt(run: Callable[[_HostedEnv, int], StepResult], slot: _HostedEnv, position: int) -> StepResult | Exception:
     try:
         return run(slot, position)
     except Exception as error:  # returned, not raised, so every env of the batch finishes first

@@ -87,8 +87,8 @@ def transcript_text(batch, tokenizer) -> str:
         for row in batch.rows:
             if (row.group, row.trajectory) != (group, trajectory):
                 continue
-            prompt = tokenizer.decode(list(row.generation.prompt_ids), skip_special_tokens=False)
-            lines += [f"--- step {row.t} prompt", prompt, f"--- step {row.t} response", row.generation.text,
+            prompt = tokenizer.decode(list(row.response.prompt_ids), skip_special_tokens=False)
+            lines += [f"--- step {row.t} prompt", prompt, f"--- step {row.t} response", row.response.text,
                       f"--- step {row.t} action: {row.action!r} (well-formed: {row.valid}, reward {row.reward})"]
     return "\n".join(lines) + "\n"
 
@@ -139,8 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
         "well_formed_share": sum(r.valid for r in rows) / n_rows,
         "mean_steps": sum(e.steps for e in episodes) / len(episodes),
         "aborted": sum(e.aborted for e in episodes),
-        "mean_prompt_tokens": sum(len(r.generation.prompt_ids) for r in rows) / n_rows,
-        "mean_response_tokens": sum(len(r.generation.response_ids) for r in rows) / n_rows,
+        "mean_prompt_tokens": sum(len(r.response.prompt_ids) for r in rows) / n_rows,
+        "mean_response_tokens": sum(len(r.response.response_ids) for r in rows) / n_rows,
         "generation_tokens_per_s": policy.tokens / policy.seconds if policy.seconds else 0.0,
         "wall_s": round(time.perf_counter() - start, 1),
     }

@@ -150,7 +150,7 @@ def rollout_rows(config, workdir: Path, progress: bool):
     generations, advantages = [], []
     for group_rows, group_advantages in zip(aligned, credit.advantages):
         for traj_rows, traj_advantages in zip(group_rows, group_advantages):
-            generations += [row.generation for row in traj_rows]
+            generations += [row.response for row in traj_rows]
             advantages += list(traj_advantages)
     return model, tokenizer, generations, advantages
 

@@ -20,8 +20,12 @@ from milegpo_jax.rollout.prompts import HistoryEntry, build_prompt, project_acti
 
 
 @dataclasses.dataclass(frozen=True)
-class Generation:
-    """One policy response."""
+class PolicyResponse:
+    """The policy's answer to one prompt, as the rollout keeps it (a ``StepRow`` trains on it).
+
+    The sampler returns a ``GenerationBatch`` (padded arrays of a whole batch), each row of which
+    becomes a ``TextCompletion`` at text level; ``SamplerPolicy`` turns those into these records.
+    """
 
     prompt_ids: tuple[int, ...]
     response_ids: tuple[int, ...]  # generated tokens, including the end-of-turn token if produced
@@ -30,7 +34,7 @@ class Generation:
 
 
 class Policy(Protocol):
-    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[PolicyResponse]:
         """Answers each user prompt (chat-templated by the policy)."""
 
 
@@ -45,7 +49,7 @@ class StepRow:
     group: int
     trajectory: int  # rollout index k within the group
     t: int
-    generation: Generation
+    response: PolicyResponse
     state: str  # canonical state key before the action
     action: str  # projected env action
     next_state: str
@@ -185,10 +189,10 @@ def collect(
             )
             for i in indices
         ]
-        generations = policy.generate(prompts, temperature=temperature, seed=(seed + turn) % 2**31)
-        actions, valids = project_actions([g.text for g in generations], env)
+        responses = policy.generate(prompts, temperature=temperature, seed=(seed + turn) % 2**31)
+        actions, valids = project_actions([r.text for r in responses], env)
         step_replies = pool.step(actions, env_indices=indices)
-        for i, generation, action, valid, reply in zip(indices, generations, actions, valids, step_replies):
+        for i, response, action, valid, reply in zip(indices, responses, actions, valids, step_replies):
             if reply.aborted:
                 aborted[i], active[i] = True, False
                 continue
@@ -198,7 +202,7 @@ def collect(
                     group=i // size,
                     trajectory=i % size,
                     t=steps[i],
-                    generation=generation,
+                    response=response,
                     state=current[i].state_key,
                     action=action,
                     next_state=result.state_key,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from milegpo_jax.models.qwen2 import Qwen2
-from milegpo_jax.rollout.collector import Generation
+from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.sampling import SamplingConfig, generate_text
 
 STOP_STRINGS = ("</action>",)  # nothing after the action matters to the environment
@@ -24,7 +24,7 @@ class SamplerPolicy:
         self.top_k = top_k
         self.max_cache_len = max_cache_len
 
-    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[PolicyResponse]:
         config = SamplingConfig(
             max_new_tokens=self.max_new_tokens, temperature=temperature, top_p=self.top_p, top_k=self.top_k,
             max_cache_len=self.max_cache_len,
@@ -32,7 +32,7 @@ class SamplerPolicy:
         messages = [[{"role": "user", "content": prompt}] for prompt in prompts]
         completions = generate_text(self.model, self.tokenizer, messages, config, key=seed, stop_strings=STOP_STRINGS)
         return [
-            Generation(
+            PolicyResponse(
                 prompt_ids=tuple(int(i) for i in completion.prompt_ids),
                 response_ids=tuple(int(i) for i in completion.token_ids),
                 logprobs=tuple(float(x) for x in completion.policy_logprobs),

@@ -68,7 +68,7 @@ from milegpo_jax.sampling.stopping import (
 
 @dataclasses.dataclass(frozen=True)
 class GeneratedSequence:
-    """One row of a ``Generation``, trimmed to its length."""
+    """One row of a ``GenerationBatch``, trimmed to its length."""
 
     token_ids: np.ndarray  # [n] int32, ending with the EOS id / stop sequence when that stopped it
     policy_logprobs: np.ndarray  # [n] float32, log p(token | prefix) at temperature 1
@@ -77,10 +77,10 @@ class GeneratedSequence:
 
 
 @dataclasses.dataclass(frozen=True)
-class Generation:
-    """Per-row results of ``generate`` as padded numpy arrays (``N`` = ``config.max_new_tokens``).
-
-    Entries at and after ``lengths[b]`` are 0 (ids and log-probabilities).
+class GenerationBatch:
+    """What ``generate`` returns for a batch of prompts: per-row padded numpy arrays
+    (``N`` = ``config.max_new_tokens``). Entries at and after ``lengths[b]`` are 0 (ids and
+    log-probabilities).
     """
 
     token_ids: np.ndarray  # [B, N] int32
@@ -330,7 +330,7 @@ def generate(
     *,
     key: jax.Array | int | None = None,
     max_new_tokens: Sequence[int] | None = None,
-) -> Generation:
+) -> GenerationBatch:
     """Continue each token-id prompt; see the module docstring.
 
     ``key``: a ``jax.random.key`` (or an int seed); required unless greedy. ``max_new_tokens``: one
@@ -373,17 +373,17 @@ def generate(
         graphdef=graphdef, switches=switches,
     )
     state = decode(params, state, controls, graphdef=graphdef, switches=switches)
-    return _to_generation(state, len(prompts))
+    return _to_generation_batch(state, len(prompts))
 
 
-def _to_generation(state: DecodeState, rows: int) -> Generation:
+def _to_generation_batch(state: DecodeState, rows: int) -> GenerationBatch:
     token_ids, policy, sampling, lengths, finish = jax.device_get(
         (state.token_ids, state.policy_logprobs, state.sampling_logprobs, state.lengths, state.finish)
     )
     finish = finish[:rows]
     if np.any(finish == RUNNING):  # the loop ends only when every row has a reason
         raise AssertionError("decode loop ended with unfinished rows")
-    return Generation(
+    return GenerationBatch(
         token_ids=np.asarray(token_ids[:rows]),
         policy_logprobs=np.asarray(policy[:rows]),
         sampling_logprobs=np.asarray(sampling[:rows]),

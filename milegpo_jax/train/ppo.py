@@ -19,28 +19,28 @@ from flax import nnx
 from milegpo_jax.models.logprobs import token_logprobs
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
-from milegpo_jax.rollout.collector import Generation
+from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.train.packing import Rows, as_micro_batches, capacity_for_length, micro_batch_shape, pack, sequences_needed, unpack
 
 
 Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)
 
 
-def ppo_rows(generations: Sequence[Generation], advantages: Sequence[float]) -> Rows:
+def ppo_rows(responses: Sequence[PolicyResponse], advantages: Sequence[float]) -> Rows:
     """Rows of the PPO update: response mask, behaviour log-probs and the advantage on every position."""
-    tokens, response, old, adv = [], [], [], []
-    for generation, advantage in zip(generations, advantages, strict=True):
-        ids = np.asarray(list(generation.prompt_ids) + list(generation.response_ids), np.int32)
-        n, start = len(ids) - 1, len(generation.prompt_ids) - 1
+    tokens, response_masks, old, adv = [], [], [], []
+    for response, advantage in zip(responses, advantages, strict=True):
+        ids = np.asarray(list(response.prompt_ids) + list(response.response_ids), np.int32)
+        n, start = len(ids) - 1, len(response.prompt_ids) - 1
         mask = np.zeros(n, np.float32)
         mask[start:] = 1.0
         logprobs = np.zeros(n, np.float32)
-        logprobs[start:] = generation.logprobs
+        logprobs[start:] = response.logprobs
         tokens.append(ids)
-        response.append(mask)
+        response_masks.append(mask)
         old.append(logprobs)
         adv.append(np.full(n, advantage, np.float32))
-    return Rows(tuple(tokens), {"response_mask": tuple(response), "old_logprobs": tuple(old), "advantages": tuple(adv)})
+    return Rows(tuple(tokens), {"response_mask": tuple(response_masks), "old_logprobs": tuple(old), "advantages": tuple(adv)})
 
 
 def sequence_capacity(rows: Rows) -> int:

@@ -259,7 +259,7 @@ class Trainer:
         metrics.update({"advantage/mean": adv.mean(), "advantage/std": adv.std(), "advantage/abs_max": np.abs(adv).max()})
 
         start = time.perf_counter()
-        update_rows = ppo_rows([row.generation for row in rows], advantages)
+        update_rows = ppo_rows([row.response for row in rows], advantages)
         capacity = sequence_capacity(update_rows)
         pad_id = self.tokenizer.pad_token_id
         if self.reference is not None:

@@ -12,7 +12,7 @@ from envs_bridge.alfworld.milestones import WalkthroughMilestones
 from envs_bridge.webshop.adapter import WebShopAdapter
 from envs_bridge.webshop.milestones import COMPLETE
 from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs, make_group
-from milegpo_jax.rollout.collector import EpisodeSummary, Generation, RolloutBatch, StepRow
+from milegpo_jax.rollout.collector import EpisodeSummary, PolicyResponse, RolloutBatch, StepRow
 
 
 def test_walkthrough_matcher_flags_in_order_at_most_once_per_step():
@@ -65,7 +65,7 @@ def test_webshop_off_goal_play_completes_no_phase():
 
 
 def test_collector_puts_the_env_flag_into_the_record_and_beacon_needs_it():
-    generation = Generation((1,), (2,), (0.0,), "")
+    generation = PolicyResponse((1,), (2,), (0.0,), "")
     rows = tuple(StepRow(0, 0, t, generation, f"s{t}", "a", f"s{t + 1}", 0.0, True, flag) for t, flag in enumerate([True, False]))
     batch = RolloutBatch(rows, (EpisodeSummary(0, 0, False, 2, False, 0.0),))
     groups, _ = batch.credit_groups()

@@ -12,7 +12,7 @@ from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
 from milegpo_jax.rollout.collector import (
     EpisodeSummary,
-    Generation,
+    PolicyResponse,
     RolloutBatch,
     StepRow,
     collect,
@@ -30,9 +30,9 @@ class TakeTheCoin:
     def __init__(self):
         self.calls: list[int] = []
 
-    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[PolicyResponse]:
         self.calls.append(len(prompts))
-        return [Generation((1, 2), (3, 4), (-0.5, -0.25), "<think>coin</think><action>take coin</action>") for _ in prompts]
+        return [PolicyResponse((1, 2), (3, 4), (-0.5, -0.25), "<think>coin</think><action>take coin</action>") for _ in prompts]
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +75,7 @@ def test_credit_groups_align_rows_with_trajectories(played):
 
 
 def _batch(groups: int, won: Sequence[bool], task_types: Sequence[str | None] | None = None) -> RolloutBatch:
-    generation = Generation((1,), (2,), (0.0,), "")
+    generation = PolicyResponse((1,), (2,), (0.0,), "")
     types = task_types or [None] * groups
     rows = tuple(StepRow(g, 0, 0, generation, f"s{g}", "a", f"n{g}", 10.0 * won[g], True) for g in range(groups))
     episodes = tuple(EpisodeSummary(g, 0, won[g], 1, False, float(won[g]), types[g]) for g in range(groups))

@@ -10,7 +10,7 @@ import pytest
 from flax import nnx
 
 from milegpo_jax.models import ModelConfig, init_model
-from milegpo_jax.rollout.collector import Generation
+from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.packing import (
     CAPACITY_STEP,
@@ -34,7 +34,7 @@ def _random_rows(seed: int, count: int):
     for _ in range(count):
         prompt = tuple(int(x) for x in rng.integers(1, 50, rng.integers(1, 20)))
         response = tuple(int(x) for x in rng.integers(1, 50, rng.integers(1, 8)))
-        generations.append(Generation(prompt, response, tuple(float(x) for x in rng.normal(-2, 0.5, len(response))), ""))
+        generations.append(PolicyResponse(prompt, response, tuple(float(x) for x in rng.normal(-2, 0.5, len(response))), ""))
         advantages.append(float(rng.normal()))
     rows = ppo_rows(generations, advantages)
     ref = tuple(np.where(m > 0, rng.normal(-2, 0.5, m.shape), 0).astype(np.float32) for m in rows.fields["response_mask"])

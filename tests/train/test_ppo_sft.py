@@ -11,7 +11,7 @@ import pytest
 from flax import nnx
 
 from milegpo_jax.models import ModelConfig, init_model, token_logprobs
-from milegpo_jax.rollout.collector import Generation
+from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.ppo import place_on_default_device, ppo_epoch, ppo_rows, with_reference_logprobs
 from milegpo_jax.train.sft import SFTExample, packed_sft_batch, sft_rows, train_sft
@@ -49,7 +49,7 @@ def _rows_with_current_logprobs(model, prompts_responses, advantages):
     for prompt, response in prompts_responses:
         ids = jnp.asarray([list(prompt) + list(response)])
         logprobs = np.asarray(token_logprobs(model, ids[:, :-1], ids[:, 1:]))[0, len(prompt) - 1 :]
-        generations.append(Generation(tuple(prompt), tuple(response), tuple(float(x) for x in logprobs), ""))
+        generations.append(PolicyResponse(tuple(prompt), tuple(response), tuple(float(x) for x in logprobs), ""))
     rows = ppo_rows(generations, advantages)
     return with_reference_logprobs(model, rows, capacity=16, max_sequences=8, pad_id=0, place=place_on_default_device)
 
