@@ -57,11 +57,10 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     from milegpo_jax import multihost
-    from milegpo_jax.parallel import initialize_multihost
 
     if config.distributed.enabled:  # before anything else touches JAX
         d = config.distributed
-        initialize_multihost(d.coordinator_address, d.num_processes, d.process_id, auto=d.auto)
+        multihost.initialize(d.coordinator_address, d.num_processes, d.process_id, auto=d.auto)
     start = time.time()
     summary = run_trainer(config, args.workdir)
     summary["wall_s"] = round(time.time() - start, 1)

@@ -1,9 +1,9 @@
-"""Multi-host runs: each host's share of the work, and moving data between hosts.
+"""Multi-host runs: joining the job, each host's share of the work, and moving data between hosts.
 
 One process per host (per TPU VM or GPU node; on CPU, per local process) runs the same program. JAX
 arrays sharded over the global mesh span every process; plain Python and NumPy data stays on its
-host. Joining the job is ``parallel.initialize_multihost``; the trainer uses this module for the few
-places where the two meet:
+host. An entry point calls ``initialize`` first, to join the job; the trainer uses the rest of this
+module for the few places where the two meet:
 
 * ``host_share``: the slice of a global list (task groups, eval tasks) this host plays;
 * ``allgather_objects``: every host's picklable object, on every host (rollouts -> global batch);
@@ -28,6 +28,32 @@ from jax.sharding import Mesh, NamedSharding
 from milegpo_jax import parallel
 
 T = TypeVar("T")
+
+
+def initialize(
+    coordinator_address: str | None = None,
+    num_processes: int | None = None,
+    process_id: int | None = None,
+    *,
+    auto: bool = False,
+    local_device_ids: Sequence[int] | None = None,
+) -> tuple[int, int]:
+    """Join this process to a multi-host JAX job; returns ``(process_index, process_count)``.
+
+    Call it first thing in the entry point, before any other JAX call. Single-host runs pass nothing
+    and nothing happens. Pods either pass the coordinator explicitly or ``auto=True`` to let JAX
+    detect the cluster (Cloud TPU, SLURM, ...). Calling it again is a no-op. CPU processes exchange
+    collectives over gloo; GPU and TPU use their own transports, which that setting does not affect.
+    """
+    if not jax.distributed.is_initialized() and (auto or coordinator_address is not None):
+        jax.config.update("jax_cpu_collectives_implementation", "gloo")
+        jax.distributed.initialize(
+            coordinator_address=coordinator_address,
+            num_processes=num_processes,
+            process_id=process_id,
+            local_device_ids=local_device_ids,
+        )
+    return jax.process_index(), jax.process_count()
 
 
 class MultiHostError(RuntimeError):

@@ -1,4 +1,4 @@
-"""Device mesh, logical-to-mesh sharding rules, and multi-host start-up.
+"""Device mesh and logical-to-mesh sharding rules (multi-host start-up: ``multihost.initialize``).
 
 Models never name mesh axes. Every parameter carries logical axis names in its ``logical_axes``
 metadata (``("embed", "heads", "head_dim")``) and every activation is constrained by logical names
@@ -229,32 +229,3 @@ def shard_model(model: Any, mesh: Mesh, mode: str = "train") -> Any:
     placed = nnx.merge(graphdef, state)
     placed.sharding = sharding
     return placed
-
-
-# --------------------------------------------------------------------------------------- multi-host
-
-
-def initialize_multihost(
-    coordinator_address: str | None = None,
-    num_processes: int | None = None,
-    process_id: int | None = None,
-    *,
-    auto: bool = False,
-    local_device_ids: Sequence[int] | None = None,
-) -> tuple[int, int]:
-    """Join this process to a multi-host JAX job; returns ``(process_index, process_count)``.
-
-    Call it first thing in the entry point, before any other JAX call. Single-host runs pass nothing
-    and nothing happens. Pods either pass the coordinator explicitly or ``auto=True`` to let JAX
-    detect the cluster (Cloud TPU, SLURM, ...). Calling it again is a no-op. CPU processes exchange
-    collectives over gloo; GPU and TPU use their own transports, which that setting does not affect.
-    """
-    if not jax.distributed.is_initialized() and (auto or coordinator_address is not None):
-        jax.config.update("jax_cpu_collectives_implementation", "gloo")
-        jax.distributed.initialize(
-            coordinator_address=coordinator_address,
-            num_processes=num_processes,
-            process_id=process_id,
-            local_device_ids=local_device_ids,
-        )
-    return jax.process_index(), jax.process_count()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import socket
 
-from milegpo_jax import parallel
+from milegpo_jax import multihost, parallel
 
 
 def _free_port() -> int:
@@ -19,7 +19,7 @@ def _free_port() -> int:
 
 # The multi-host hook for real: a one-process "cluster" with its own coordinator, joined before any
 # JAX computation, as a pod entry point would.
-PROCESS = parallel.initialize_multihost(f"127.0.0.1:{_free_port()}", num_processes=1, process_id=0)
+PROCESS = multihost.initialize(f"127.0.0.1:{_free_port()}", num_processes=1, process_id=0)
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
@@ -45,7 +45,7 @@ FSDP_TP = {"data": 1, "fsdp": 4, "tensor": 2}
 
 def test_multihost_hook_joined_a_cluster():
     assert PROCESS == (0, 1) and jax.distributed.is_initialized()
-    assert parallel.initialize_multihost("127.0.0.1:1", num_processes=1, process_id=0) == (0, 1)  # again: no-op
+    assert multihost.initialize("127.0.0.1:1", num_processes=1, process_id=0) == (0, 1)  # again: no-op
 
 
 def _laid_out(array, spec) -> bool:

@@ -6,7 +6,7 @@ import jax
 import pytest
 from jax.sharding import AxisType, PartitionSpec as P
 
-from milegpo_jax import parallel
+from milegpo_jax import multihost, parallel
 from tests.fake_devices import run_on_8_fake_devices
 
 
@@ -74,7 +74,7 @@ def test_logical_to_spec_divisibility_and_collisions():
 
 
 def test_multihost_hook_is_a_noop_on_one_host():
-    assert parallel.initialize_multihost() == (0, 1)
+    assert multihost.initialize() == (0, 1)
     assert not jax.distributed.is_initialized()
 
 

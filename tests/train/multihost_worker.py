@@ -18,14 +18,13 @@ def main() -> None:
     workdir, process_id, port, *overrides = sys.argv[1:]
     from experiments.train import build_config
     from milegpo_jax import multihost
-    from milegpo_jax.parallel import initialize_multihost
 
     config = build_config("experiments/configs/demo.py", [
         *overrides, f"distributed.coordinator_address=localhost:{port}", "distributed.num_processes=2",
         f"distributed.process_id={process_id}",
     ])
     d = config.distributed
-    initialize_multihost(d.coordinator_address, d.num_processes, d.process_id)
+    multihost.initialize(d.coordinator_address, d.num_processes, d.process_id)
 
     import jax
     from flax import nnx
