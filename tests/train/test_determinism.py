@@ -13,27 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.train.tiny_configs import SHORT_EPISODES, SHORT_ITERATIONS, TINY_MODEL, short_sft
+
 # The demo config made small: SFT on four expert episodes (the part that differed between runs when
 # TextWorldExpress's gold paths were drawn from an unseeded random walk), then two MileGPO iterations.
-SHORT_DEMO = [
-    "model.architecture.hidden_size=32",
-    "model.architecture.intermediate_size=64",
-    "model.architecture.num_layers=1",
-    "env.groups_per_iteration=2",
-    "env.group_size=2",
-    "env.max_env_steps=3",
-    "env.eval_tasks_per_split.eval_id=2",
-    "sampling.max_new_tokens=8",
-    "sft.episodes=4",
-    "sft.epochs=2",
-    "sft.batch_rows=4",
-    "ppo.minibatch_rows=8",
-    "ppo.microbatch_rows=4",
-    "run.iterations=2",
-    "run.eval_every=2",
-    "run.save_every=1",
-    "logging.progress_bar=false",
-]
+SHORT_DEMO = [*TINY_MODEL, *SHORT_EPISODES, *SHORT_ITERATIONS, *short_sft(episodes=4, epochs=2), "run.iterations=2"]
 ROOT = Path(__file__).resolve().parents[2]
 NOT_DETERMINISTIC_BY_NATURE = ("wall_time", "time/")  # clocks, not results
 

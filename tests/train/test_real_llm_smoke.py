@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from milegpo_jax.models.import_gguf import converted_checkpoint
+from tests.train.tiny_configs import SHORT_EPISODES
 
 # Opt-in: on the 2-core CPU machine one iteration of a 135M-parameter model (evaluation before training
 # included) has not finished inside 15 minutes, far past the suite's budget. Run it where there is time
@@ -28,11 +29,9 @@ pytestmark = [
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERRIDES = [
+    *SHORT_EPISODES,
     "model.compute_dtype=float32",
     "model.remat=none",
-    "env.groups_per_iteration=2",
-    "env.group_size=2",
-    "env.max_env_steps=3",
     "env.num_servers=1",
     "env.eval_tasks_per_split.eval_id=1",
     "env.eval_tasks_per_split.eval_ood=0",
@@ -46,7 +45,6 @@ OVERRIDES = [
     "optim.learning_rate=1e-5",
     "run.iterations=1",
     "run.save_every=1",
-    "logging.progress_bar=false",
     "logging.tensorboard=false",
 ]
 

@@ -13,26 +13,9 @@ from flax import nnx
 
 from experiments.train import build_config
 from milegpo_jax.train.trainer import Trainer
+from tests.train.tiny_configs import SHORT_EPISODES, SHORT_ITERATIONS, TINY_MODEL, short_sft
 
-TINY = [
-    "model.architecture.hidden_size=32",
-    "model.architecture.intermediate_size=64",
-    "model.architecture.num_layers=1",
-    "env.groups_per_iteration=2",
-    "env.group_size=2",
-    "env.max_env_steps=3",
-    "env.history_length=0",
-    "env.eval_tasks_per_split.eval_id=2",
-    "sampling.max_new_tokens=8",
-    "sft.episodes=2",
-    "sft.epochs=1",
-    "sft.batch_rows=4",
-    "ppo.minibatch_rows=8",
-    "ppo.microbatch_rows=4",
-    "run.eval_every=2",
-    "run.save_every=1",
-    "logging.progress_bar=false",
-]
+TINY = [*TINY_MODEL, *SHORT_EPISODES, "env.history_length=0", *SHORT_ITERATIONS, *short_sft()]
 
 
 def _run(workdir, iterations):

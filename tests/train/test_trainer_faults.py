@@ -18,21 +18,10 @@ from experiments.train import build_config
 from milegpo_jax.train.checkpoint import CheckpointWriteError, Checkpointer
 from milegpo_jax.train.trainer import Trainer
 from milegpo_jax.train.warm_start import INPUTS_FILE, warm_start_status
+from tests.train.tiny_configs import SHORT_EPISODES, TINY_MODEL, short_sft
 
 ROOT = Path(__file__).resolve().parents[2]
-TINY = [
-    "model.architecture.hidden_size=32",
-    "model.architecture.intermediate_size=64",
-    "model.architecture.num_layers=1",
-    "env.groups_per_iteration=2",
-    "env.group_size=2",
-    "env.max_env_steps=3",
-    "env.history_length=0",
-    "sft.episodes=2",
-    "sft.epochs=1",
-    "sft.batch_rows=4",
-    "logging.progress_bar=false",
-]
+TINY = [*TINY_MODEL, *SHORT_EPISODES, "env.history_length=0", *short_sft()]
 
 
 def _trainer(workdir: Path, *overrides: str) -> Trainer:
