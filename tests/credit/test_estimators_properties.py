@@ -1,12 +1,18 @@
-"""Property tests: the jnp estimators equal the plain-Python reference on random groups.
+"""Property tests of all ten estimators (docs/credit.md, docs/credit-family.md).
 
-Also: invariance to extra padding and to permuting trajectories, exactly-zero padded rows, and that
-the per-group maths is really vmapped (a batch equals its groups computed one at a time).
+For every estimator: the jnp result equals the plain-Python reference on random groups (float32 with
+the recipes' defaults, float64 with random options), including MVPO's updated EMA; extra padding and
+permuted trajectories change nothing; padded rows get exactly zero; a batch equals its groups computed
+one at a time (the per-group maths is really vmapped); one trace per shape bucket and EMA value.
+Also: the potentials equal their explicit candidate-distance form, and the identities the family's
+equations imply.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -15,21 +21,43 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
-from milegpo_jax.credit.estimators import estimate_advantages
+from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
 from milegpo_jax.credit.graph import distances_to, max_product_potentials
+from milegpo_jax.credit.rollouts import Group, Trajectory
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.graph import candidate_distances
-from milegpo_jax.credit.rollouts import Group
-from tests.credit.strategies import batches_of_groups, option_overrides
+from tests.credit.strategies import batches_of_groups, family_batches, family_option_overrides, option_overrides
 
-# The four of docs/credit.md; the family of docs/credit-family.md has its own tests (test_family_properties.py).
-ESTIMATORS = ("grpo", "gigpo", "graphgpo", "milegpo")
+ESTIMATORS = ("grpo", "gigpo", "graphgpo", "milegpo")  # docs/credit.md
+FAMILY = ("hgpo", "g2po", "beacon", "ecpo", "progpo", "mvpo")  # docs/credit-family.md
+RECIPES = ("alfworld", "webshop")
 # Few distinct shapes: hypothesis examples reuse compiled functions instead of recompiling each time.
 BUCKETS = {"min_groups": 4, "min_trajectories": 8, "min_steps": 8, "min_nodes": 8}
 # Example counts come from the hypothesis profile (tests/conftest.py); HYPOTHESIS_PROFILE=stress searches longer.
 PROPERTY_SETTINGS = settings(suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+class Search(NamedTuple):
+    """How the properties of one estimator are searched."""
+
+    batches: Callable[..., st.SearchStrategy]  # lists of groups (``max_groups=``)
+    options: Callable[[], st.SearchStrategy]  # dicts of non-default options
+    examples: settings  # the reference, invariance and vmap properties
+    option_examples: settings  # the random-options property: every example compiles anew
+
+
+# The family's groups carry milestone flags (BEACON's input) and its options are its own; it is searched
+# with fewer examples, which keeps its twelve recipe parametrisations lean.
+LEAN_SETTINGS = settings(PROPERTY_SETTINGS, max_examples=15)
+SEARCH = {
+    **{name: Search(batches_of_groups, option_overrides, PROPERTY_SETTINGS, PROPERTY_SETTINGS) for name in ESTIMATORS},
+    **{
+        name: Search(family_batches, family_option_overrides, LEAN_SETTINGS, settings(PROPERTY_SETTINGS, max_examples=8))
+        for name in FAMILY
+    },
+}
 
 
 def _release_executables_between_examples():
@@ -53,71 +81,92 @@ def _assert_nested_close(actual, expected, atol=1e-5, rtol=1e-5):
             )
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS)
-@pytest.mark.parametrize("recipe", ["alfworld", "webshop"])
-@PROPERTY_SETTINGS
-@given(groups=batches_of_groups())
-def test_recipe_defaults_match_reference_in_float32(estimator, recipe, groups):
+@pytest.mark.parametrize("estimator", ESTIMATORS + FAMILY)
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_recipe_defaults_match_reference_in_float32(estimator, recipe):
     """The training precision. Group normalisation of values that are equal in exact arithmetic
     but reached along different float paths is ill-conditioned (mean-std turns 1-ulp noise into
     O(0.01) advantages), so a long randomized search in float32 can meet such a group; the float64
     tests below hold there too."""
-    cfg = make_credit_config(estimator, recipe)
-    actual, _, _ = _jnp_advantages(groups, cfg)
-    _assert_nested_close(actual, reference.compute_advantages(groups, cfg))
+    search, cfg = SEARCH[estimator], make_credit_config(estimator, recipe)
+
+    @search.examples
+    @given(groups=search.batches(), ema_prev=st.sampled_from([0.0, 0.3]))
+    def check(groups, ema_prev):
+        batch, layout = build_batch(groups, **BUCKETS)
+        advantages, ema_new = advantages_and_ema(batch, cfg, ema_prev)
+        expected, expected_ema = reference.advantages_and_ema(groups, cfg, ema_prev)
+        _assert_nested_close(layout.unpad(advantages), expected)
+        assert float(ema_new) == pytest.approx(expected_ema, abs=1e-6)  # MVPO's EMA; the others pass it on
+
+    check()
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS)
-@PROPERTY_SETTINGS
-@given(groups=batches_of_groups(), overrides=option_overrides(), recipe=st.sampled_from(["alfworld", "webshop"]))
-def test_every_option_matches_reference_in_float64(estimator, groups, overrides, recipe):
-    cfg = make_credit_config(estimator, recipe, overrides={**overrides, "precision": "float64"})
-    actual, _, _ = _jnp_advantages(groups, cfg)
-    _assert_nested_close(actual, reference.compute_advantages(groups, cfg), atol=1e-7, rtol=1e-7)
+@pytest.mark.parametrize("estimator", ESTIMATORS + FAMILY)
+def test_every_option_matches_reference_in_float64(estimator):
+    search = SEARCH[estimator]
+
+    @search.option_examples
+    @given(groups=search.batches(), overrides=search.options(), recipe=st.sampled_from(RECIPES))
+    def check(groups, overrides, recipe):
+        cfg = make_credit_config(estimator, recipe, overrides={**overrides, "precision": "float64"})
+        actual, _, _ = _jnp_advantages(groups, cfg)
+        _assert_nested_close(actual, reference.compute_advantages(groups, cfg), atol=1e-7, rtol=1e-7)
+
+    check()
 
 
-@pytest.mark.parametrize("estimator", ESTIMATORS)
-@PROPERTY_SETTINGS
-@given(groups=batches_of_groups(), data=st.data())
-def test_padding_and_permutation_invariance(estimator, groups, data):
-    # float64: summation order changes with padding and permutation, which float32 near-ties feel.
-    cfg = make_credit_config(estimator, data.draw(st.sampled_from(["alfworld", "webshop"])), overrides={"precision": "float64"})
-    base, batch, padded = _jnp_advantages(groups, cfg)
+@pytest.mark.parametrize("estimator", ESTIMATORS + FAMILY)
+def test_padding_and_permutation_invariance(estimator):
+    search = SEARCH[estimator]
 
-    # Padded steps, trajectories, groups and nodes carry exactly zero advantage.
-    assert np.all(padded[~np.asarray(batch.step_mask)] == 0.0)
+    @search.examples
+    @given(groups=search.batches(), data=st.data())
+    def check(groups, data):
+        # float64: summation order changes with padding and permutation, which float32 near-ties feel.
+        cfg = make_credit_config(estimator, data.draw(st.sampled_from(RECIPES)), overrides={"precision": "float64"})
+        base, batch, padded = _jnp_advantages(groups, cfg)
 
-    more_padding, _, _ = _jnp_advantages(groups, cfg, min_groups=8, min_trajectories=16, min_steps=16, min_nodes=32)
-    _assert_nested_close(more_padding, base, atol=1e-9, rtol=1e-9)
+        # Padded steps, trajectories, groups and nodes carry exactly zero advantage.
+        assert np.all(padded[~np.asarray(batch.step_mask)] == 0.0)
 
-    permutations = [data.draw(st.permutations(range(len(group.trajectories)))) for group in groups]
-    permuted_groups = [
-        Group(tuple(group.trajectories[i] for i in order)) for group, order in zip(groups, permutations)
-    ]
-    permuted, _, _ = _jnp_advantages(permuted_groups, cfg)
-    unpermuted = [[traj for _, traj in sorted(zip(order, group))] for order, group in zip(permutations, permuted)]
-    _assert_nested_close(unpermuted, base, atol=1e-9, rtol=1e-9)
+        more_padding, _, _ = _jnp_advantages(groups, cfg, min_groups=8, min_trajectories=16, min_steps=16, min_nodes=32)
+        _assert_nested_close(more_padding, base, atol=1e-9, rtol=1e-9)
 
+        orders = [data.draw(st.permutations(range(len(group.trajectories)))) for group in groups]
+        permuted, _, _ = _jnp_advantages([Group(tuple(g.trajectories[i] for i in o)) for g, o in zip(groups, orders)], cfg)
+        unpermuted = [[traj for _, traj in sorted(zip(order, group))] for order, group in zip(orders, permuted)]
+        _assert_nested_close(unpermuted, base, atol=1e-9, rtol=1e-9)
 
-@pytest.mark.parametrize("estimator", ESTIMATORS)
-@PROPERTY_SETTINGS
-@given(groups=batches_of_groups(max_groups=4))
-def test_batch_equals_groups_one_at_a_time(estimator, groups):
-    cfg = make_credit_config(estimator)
-    together, _, _ = _jnp_advantages(groups, cfg)
-    alone = [_jnp_advantages([group], cfg)[0][0] for group in groups]
-    _assert_nested_close(together, alone, atol=1e-6, rtol=1e-6)
+    check()
 
 
-def test_jit_traces_once_per_shape_bucket():
-    from tests.credit.spec_vectors import EXAMPLES
+@pytest.mark.parametrize("estimator", ESTIMATORS + FAMILY)
+def test_batch_equals_groups_one_at_a_time(estimator):
+    # MVPO's κ is one value per batch (its success share): fix it to compare groups alone.
+    overrides = {"mvpo_kappa_decay": False} if estimator == "mvpo" else {}
+    cfg, search = make_credit_config(estimator, overrides=overrides), SEARCH[estimator]
 
-    cfg = dataclasses.replace(make_credit_config("milegpo"), eta=0.3)  # a config no other test compiled
-    groups = [example["group"] for example in EXAMPLES.values()]
+    @search.examples
+    @given(groups=search.batches(max_groups=4))
+    def check(groups):
+        together, _, _ = _jnp_advantages(groups, cfg)
+        alone = [_jnp_advantages([group], cfg)[0][0] for group in groups]
+        _assert_nested_close(together, alone, atol=1e-6, rtol=1e-6)
+
+    check()
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS + FAMILY)
+def test_jit_traces_once_per_shape_bucket_and_ema_value(estimator):
+    from tests.credit.spec_vectors_family import FAMILY_GROUPS
+
+    groups = list(FAMILY_GROUPS.values())
+    cfg = dataclasses.replace(make_credit_config(estimator), epsilon=2e-6)  # a config no other test compiled
     before = estimate_advantages._cache_size()
-    for count in (1, 2, 3):
+    for count, ema_prev in ((1, 0.0), (2, 0.2), (4, 0.7)):
         batch, _ = build_batch(groups[:count], **BUCKETS)
-        jax.block_until_ready(estimate_advantages(batch, cfg))
+        jax.block_until_ready(advantages_and_ema(batch, cfg, ema_prev))
     assert estimate_advantages._cache_size() - before == 1
 
 
@@ -140,3 +189,49 @@ def test_potentials_equal_the_explicit_candidate_distance_formula(groups, data):
     sink = jnp.zeros(N, bool).at[0].set(True) & group.node_mask
     to_sink = jax.jit(candidate_distances)(sink, group.src, group.dst, group.step_mask)[:, 0]
     np.testing.assert_array_equal(to_sink, jax.jit(distances_to)(sink, group.src, group.dst, group.step_mask))
+
+
+# ------------------------------------------------------------------------------- family identities
+
+
+@LEAN_SETTINGS
+@given(groups=family_batches())
+def test_hgpo_without_history_is_the_gigpo_step_term(groups):
+    """H = 0 leaves the k = 1 anchor clusters: mean mode gives GiGPO's A^S times 2/(2 + ε)."""
+    hgpo = make_credit_config("hgpo", "webshop", overrides={"hgpo_history": 0, "precision": "float64"})
+    gigpo = make_credit_config("gigpo", "webshop", overrides={"precision": "float64"})
+    batch, _ = build_batch(groups, **BUCKETS)
+    step_term = np.asarray(estimator_terms(batch, gigpo)["adv_step"]) * 2.0 / (2.0 + gigpo.epsilon)
+    np.testing.assert_allclose(np.asarray(estimate_advantages(batch, hgpo)), step_term, atol=1e-9)
+
+
+@LEAN_SETTINGS
+@given(groups=family_batches(), recipe=st.sampled_from(RECIPES))
+def test_progpo_equals_gigpo_in_groups_with_a_success(groups, recipe):
+    batch, layout = build_batch(groups, **BUCKETS)
+    progpo = layout.unpad(estimate_advantages(batch, make_credit_config("progpo", recipe)))
+    gigpo = layout.unpad(estimate_advantages(batch, make_credit_config("gigpo", recipe)))
+    for group, a, b in zip(groups, progpo, gigpo):
+        if any(traj.succeeded for traj in group.trajectories):
+            assert a == b
+
+
+@LEAN_SETTINGS
+@given(groups=family_batches(), recipe=st.sampled_from(RECIPES))
+def test_ecpo_without_shrinkage_or_gate_and_distinct_actions_is_gigpo(groups, recipe):
+    """κ = 0, τ → 0, gate ε = 0 and one action per row: ρ = 1 and A_act = GiGPO's A^S."""
+    distinct = [
+        Group(
+            tuple(
+                Trajectory(tuple(dataclasses.replace(s, action=f"{k}.{t}", valid=True) for t, s in enumerate(traj.steps)))
+                for k, traj in enumerate(group.trajectories)
+            )
+        )
+        for group in groups
+    ]
+    ecpo = make_credit_config(
+        "ecpo", recipe, overrides={"ecpo_kappa": 0.0, "ecpo_tau": 1e-9, "ecpo_gate_epsilon": 0.0, "precision": "float64"}
+    )
+    gigpo = make_credit_config("gigpo", recipe, overrides={"precision": "float64"})
+    batch, _ = build_batch(distinct, **BUCKETS)
+    np.testing.assert_allclose(estimate_advantages(batch, ecpo), estimate_advantages(batch, gigpo), atol=1e-9)
