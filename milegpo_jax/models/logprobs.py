@@ -2,9 +2,10 @@
 backward pass holds the full ``[B, T, vocab]`` float32 logits.
 
 ``token_logprobs(model, input_ids, targets, ..., chunk_size=C)`` returns float32 ``[B, T]``
-``log p(targets | prefix)``; the PPO loss takes ``logprobs_and_entropy_from_hidden`` (the same
-chunking, plus the entropy of every position's next-token distribution). With ``chunk_size`` the
-head runs over ``C`` positions at a time inside ``lax.map`` with rematerialisation.
+``log p(targets | prefix)``; the PPO loss takes ``logprobs_from_hidden(..., with_entropy=True)``
+(the same chunking, plus the entropy of every position's next-token distribution). With
+``chunk_size`` the head runs over ``C`` positions at a time inside ``lax.map`` with
+rematerialisation.
 """
 
 from __future__ import annotations
@@ -53,34 +54,19 @@ def logprobs_from_hidden(
     tied: bool,
     chunk_size: int | None = None,
     sharding: LogicalSharding | None = None,
-) -> jax.Array:
-    """float32 ``log softmax(hidden @ head)[targets]``, ``[B, T]``; chunked over time when asked."""
+    with_entropy: bool = False,
+):
+    """float32 ``log softmax(hidden @ head)[targets]``, ``[B, T]``, chunked over time when asked;
+    ``with_entropy``: ``(log-probs, entropy of every position's next-token distribution)``."""
 
     def per_chunk(h, tgt):
         logits = project_to_vocab(h, weight, tied, sharding).astype(jnp.float32)
-        picked = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
-        return picked - jax.nn.logsumexp(logits, axis=-1)
-
-    return _over_time_chunks(per_chunk, hidden, targets, chunk_size)
-
-
-def logprobs_and_entropy_from_hidden(
-    hidden: jax.Array,
-    weight: jax.Array,
-    targets: jax.Array,
-    *,
-    tied: bool,
-    chunk_size: int | None = None,
-    sharding: LogicalSharding | None = None,
-) -> tuple[jax.Array, jax.Array]:
-    """float32 ``[B, T]`` log p(target) and the entropy of the full next-token distribution."""
-
-    def per_chunk(h, tgt):
-        logits = project_to_vocab(h, weight, tied, sharding).astype(jnp.float32)
-        log_probs = jax.nn.log_softmax(logits, axis=-1)
+        if not with_entropy:
+            picked = jnp.take_along_axis(logits, tgt[..., None], axis=-1)[..., 0]
+            return picked - jax.nn.logsumexp(logits, axis=-1)
+        log_probs = jax.nn.log_softmax(logits, axis=-1)  # needed whole for the entropy anyway
         picked = jnp.take_along_axis(log_probs, tgt[..., None], axis=-1)[..., 0]
-        entropy = -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
-        return picked, entropy
+        return picked, -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
 
     return _over_time_chunks(per_chunk, hidden, targets, chunk_size)
 

@@ -28,7 +28,7 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from milegpo_jax.models.logprobs import logprobs_and_entropy_from_hidden, token_logprobs
+from milegpo_jax.models.logprobs import logprobs_from_hidden, token_logprobs
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 from milegpo_jax.train.loss import PPOLossConfig, ppo_loss
 from milegpo_jax.train.optim import make_optimizer
@@ -62,8 +62,8 @@ class PPOLoss:
     def __call__(self, model, batch, token_count):
         hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"])
         weight, tied = model.output_projection()
-        logprobs, entropy = logprobs_and_entropy_from_hidden(hidden, weight, batch["targets"], tied=tied,
-                                                             chunk_size=self.chunk_size)
+        logprobs, entropy = logprobs_from_hidden(hidden, weight, batch["targets"], tied=tied,
+                                                 chunk_size=self.chunk_size, with_entropy=True)
         return ppo_loss(logprobs, batch["old_logprobs"], batch["ref_logprobs"], entropy, batch["advantages"],
                         batch["response_mask"], token_count, self.config)
 

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from milegpo_jax.models.logprobs import logprobs_and_entropy_from_hidden
+from milegpo_jax.models.logprobs import logprobs_from_hidden
 from milegpo_jax.train.loss import PPOLossConfig, kl_penalty, ppo_loss
 
 
@@ -70,6 +70,6 @@ def test_chunked_logprobs_and_entropy_match_the_full_softmax():
     want_lp = jnp.take_along_axis(log_probs, targets[..., None], -1)[..., 0]
     want_ent = -jnp.sum(jnp.exp(log_probs) * log_probs, -1)
     for chunk in (None, 3):
-        lp, ent = logprobs_and_entropy_from_hidden(hidden, weight, targets, tied=True, chunk_size=chunk)
+        lp, ent = logprobs_from_hidden(hidden, weight, targets, tied=True, chunk_size=chunk, with_entropy=True)
         np.testing.assert_allclose(lp, want_lp, atol=1e-5)
         np.testing.assert_allclose(ent, want_ent, atol=1e-5)
