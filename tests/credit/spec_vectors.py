@@ -7,7 +7,7 @@ Layout:
   names the sink, which the data model would substitute anyway).
 * ``COLUMNS[column]`` — how to reproduce one table column: a ``ColumnSpec`` with the
   ``make_credit_config`` arguments (estimator, recipe, stage, overrides) and ``field``, the key of
-  the per-step row dicts of ``milegpo_jax.credit.reference.estimator_details`` holding the value.
+  the per-step row dicts of ``milegpo_jax.credit.testing.reference.estimator_details`` holding the value.
 * ``EXAMPLES[name]`` — ``"row_labels"`` (table order = trajectory-major, then time),
   ``"columns"`` ({column: per-row values in table order}, every column of every §9 table) and
   ``"milegpo"`` ({recipe: {"candidates", "traps", "potential_pos", "potential_neg"}}, the

@@ -10,14 +10,14 @@ import pytest
 from envs_bridge import specs
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
-from milegpo_jax.rollout.collector import Generation, collect
+from milegpo_jax.rollout.collector import PolicyResponse, collect
 from milegpo_jax.rollout.prompts import build_prompt, project_action
 
 
 class AlwaysUp:
-    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[Generation]:
+    def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[PolicyResponse]:
         self.prompts = list(prompts)
-        return [Generation((1,), (2,), (-0.1,), "<think>more</think><action>up</action>") for _ in prompts]
+        return [PolicyResponse((1,), (2,), (-0.1,), "<think>more</think><action>up</action>") for _ in prompts]
 
 
 @pytest.fixture
