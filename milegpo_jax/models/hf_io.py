@@ -1,5 +1,8 @@
 """Hugging Face checkpoint directories <-> ``Qwen2`` models (Qwen2/Qwen2.5, Llama and Qwen3 families).
 
+(Over our usual ~450 lines: load and save share the per-family key maps and header checks, which
+would otherwise be split across two files that must change together.)
+
 A checkpoint directory holds ``config.json`` and either ``model.safetensors`` or
 ``model.safetensors.index.json`` with its shards (plus, optionally, tokenizer files: see
 ``tokenizer.py``). Both spellings transformers uses are read: ``rope_theta`` (hub files, 4.x) or

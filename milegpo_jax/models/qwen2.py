@@ -7,6 +7,8 @@ the embedding or not. The three families differ only in ``ModelConfig`` fields (
 ``attention_bias`` (q/k/v biases: Qwen2 yes, Llama and Qwen3 no), ``qk_norm`` (Qwen3's per-head
 RMSNorm of queries and keys before RoPE), ``head_dim`` (explicit in Qwen3) and ``rope_scaling``
 (Llama 3.1's frequency-dependent RoPE scaling). The class keeps its historical name ``Qwen2``.
+(Longer than our usual ~450 lines on purpose: the config, the layers and the cached forward of all three
+families read top to bottom in one place; ``ModelConfig`` could move out if it grows further.)
 
 Parameters are stored in the layout the einsums use (``q_kernel [embed, heads, head_dim]``, ...) and
 carry logical axis names (``milegpo_jax.parallel`` maps them to the mesh). ``ModelConfig`` holds the
