@@ -24,7 +24,8 @@ from envs_bridge.base import EnvError
 from envs_bridge.registry import EnvUnavailableError
 from experiments.arena import output, stats
 from experiments.arena.contestants import BASELINE, PAPER_CONTESTANTS, parse_contestants
-from experiments.arena.envs import MILESTONE_ENVS, RECIPE_OF_ENV, REWARD_SCALE, EnvSpec, make_backend, make_env_spec
+from envs_bridge.specs import env_spec
+from experiments.arena.envs import MILESTONE_ENVS, EnvSpec, make_backend, make_env_spec
 from experiments.arena.policy import UPDATES
 from experiments.arena.run import RunSettings
 from milegpo_jax.config import parse_credit_options
@@ -91,11 +92,12 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
             raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
         extra[key] = _env_value(value)
     spec = make_env_spec(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
-    recipe = args.recipe or RECIPE_OF_ENV.get(args.env, "alfworld")
+    env_defaults = env_spec(args.env)  # make_env_spec has refused an unknown env already
+    recipe = args.recipe or env_defaults.credit_recipe
     contestants = parse_contestants(args.contestants, recipe, parse_credit_options(args.set), args.env in MILESTONE_ENVS)
     settings = RunSettings(
         groups=args.groups, group_size=args.group_size, tasks=args.tasks or args.groups, iterations=args.iterations,
-        update=args.update, ppo_epochs=args.ppo_epochs, clip=args.clip, reward_scale=REWARD_SCALE.get(args.env, 1.0),
+        update=args.update, ppo_epochs=args.ppo_epochs, clip=args.clip, reward_scale=env_defaults.reward_scale,
     )
     return spec, contestants, settings, rates, recipe
 

@@ -23,10 +23,8 @@ TWX_PRESETS: dict[str, tuple[str, dict[str, int]]] = {
     "cookingworld": ("cookingworld", {"numLocations": 1, "numIngredients": 1, "numDistractorItems": 2, "includeDoors": 0}),
 }
 BACKENDS = ("auto", "inprocess", "pool")
-RECIPE_OF_ENV = {"webshop": "webshop"}
-MILESTONE_ENVS = ("alfworld", "webshop")  # their adapters flag BEACON milestone steps (info["milestone_achieved"])  # every other env uses the ALFWorld recipe
-# credit wants 10 on success (the 0.1 invalid penalty and graph returns are scaled to it)
-REWARD_SCALE = {"textworld_express": 10.0}
+MILESTONE_ENVS = ("alfworld", "webshop")  # their adapters flag BEACON milestone steps (info["milestone_achieved"])
+# credit recipe and reward scale: the env's EnvSpec (envs_bridge/specs.py)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """Credit benchmark: vectorised jnp estimators against the plain-Python reference, in one process.
 
-Batch: 16 groups x 8 rollouts x up to 50 steps of ALFWorld-like rollouts (``credit/synthetic.py``:
+Batch: 16 groups x 8 rollouts x up to 50 steps of ALFWorld-like rollouts (``credit/testing/synthetic.py``:
 shared start state, loops, traps, 25-50 % successes; every step carries a milestone flag, set on the
 first visit of each new state, so that BEACON has input). For each estimator it reports the median wall
 time per batch of
@@ -11,7 +11,7 @@ time per batch of
   advantages back,
 * ``end_to_end_from_groups``: the same from ``Group`` records, i.e. including interning every state key
   and action string (the CLI's road),
-* ``reference``: ``credit/reference.py`` from the same groups,
+* ``reference``: ``credit/testing/reference.py`` from the same groups,
 
 and the ratios reference / jnp and reference / end_to_end, timed in interleaved rounds. Ends with one JSON line (``speedup_vs_reference`` and
 ``ms_per_batch`` are MileGPO full; ``per_estimator`` has every estimator, ``targets`` whether the
