@@ -282,7 +282,7 @@ def test_choices_match_what_the_loss_implements():
 PINNED_HASHES = {
     "alfworld.py": "288ec190055fe93b",
     "base.py": "a679d59481edae61",
-    "demo.py": "e8bde94a870a8ad9",
+    "demo.py": "55d586957acb1dda",  # sft.epochs 10 -> 15 on 2026-12-01 (was e8bde94a870a8ad9)
     "webshop.py": "1c842d95882e1038",
     "twx.py:twc": "eddf22dfa89fbcc5",
     "twx.py:cookingworld": "5a036c837d84b2d0",
