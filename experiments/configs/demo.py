@@ -12,7 +12,8 @@ and an action). The learning rate suits a small model freshly warm-started, not 
 
 Measured (held-out success on 128 dev seeds at T=0.4, warm start -> 30 iterations, 2 cores), on
 2026-12-01 with the packed train step and the seeded expert paths: seed 0 0.633 -> 0.719 (it 10) ->
-0.719 (it 20) -> 0.688 (it 30), in 2,737 s on a machine loaded by other jobs (the process niced). The
+0.719 (it 20) -> 0.688 (it 30), in 2,737 s on a machine loaded by other jobs (the process niced);
+seed 1 0.641 -> 0.641 -> 0.656 -> 0.664 in 780 s on the quiet machine. The
 earlier figures (seed 0 0.625 -> 0.750 in 586 s, seed 1 0.523 -> 0.758 in 525 s) were measured with
 unseeded expert paths and 10 SFT epochs.
 """
