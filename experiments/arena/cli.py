@@ -22,9 +22,9 @@ from pathlib import Path
 
 from envs_bridge.base import EnvError
 from envs_bridge.registry import EnvUnavailableError
+from envs_bridge.specs import env_spec
 from experiments.arena import output, stats
 from experiments.arena.contestants import BASELINE, PAPER_CONTESTANTS, parse_contestants
-from envs_bridge.specs import env_spec
 from experiments.arena.envs import MILESTONE_ENVS, EnvSpec, make_backend, make_env_spec
 from experiments.arena.policy import UPDATES
 from experiments.arena.run import RunSettings

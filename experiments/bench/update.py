@@ -145,8 +145,8 @@ def rollout_rows(config, workdir: Path, progress: bool):
                         reward_scale=env_spec(env.name).reward_scale)
     finally:
         pool.close()
-    groups, aligned = batch.credit_groups()
-    credit = compute_credit(groups, config.credit_config())
+    columns, aligned = batch.credit_columns()  # as the trainer hands them to the credit engine
+    credit = compute_credit(columns, config.credit_config())
     generations, advantages = [], []
     for group_rows, group_advantages in zip(aligned, credit.advantages):
         for traj_rows, traj_advantages in zip(group_rows, group_advantages):

@@ -25,6 +25,8 @@ from milegpo_jax.shapes import bucket_size
 
 MIN_SEQUENCE = 16  # short packed sequences are a power of two of at least this many positions
 CAPACITY_STEP = 128  # longer ones a multiple of this: a power of two would waste up to half of each
+
+
 @dataclasses.dataclass(frozen=True)
 class Rows:
     """Rows of next-token examples, each as its own (unpadded) arrays.
@@ -168,5 +170,4 @@ def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, 
 
 
 __all__ = ["CAPACITY_STEP", "MIN_SEQUENCE", "Packed", "Rows", "as_micro_batches", "capacity_for_length",
-           "first_fit_decreasing", "micro_batch_shape",
-           "pack", "sequences_needed", "unpack"]
+           "first_fit_decreasing", "micro_batch_shape", "pack", "sequences_needed", "unpack"]

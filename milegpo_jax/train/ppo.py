@@ -20,7 +20,15 @@ from milegpo_jax.models.logprobs import token_logprobs
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import PolicyResponse
-from milegpo_jax.train.packing import Rows, as_micro_batches, capacity_for_length, micro_batch_shape, pack, sequences_needed, unpack
+from milegpo_jax.train.packing import (
+    Rows,
+    as_micro_batches,
+    capacity_for_length,
+    micro_batch_shape,
+    pack,
+    sequences_needed,
+    unpack,
+)
 
 
 Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)

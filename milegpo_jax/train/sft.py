@@ -20,7 +20,14 @@ from milegpo_jax.config import OptimSection
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.train.optim import make_optimizer
-from milegpo_jax.train.packing import Rows, as_micro_batches, capacity_for_length, micro_batch_shape, pack, sequences_needed
+from milegpo_jax.train.packing import (
+    Rows,
+    as_micro_batches,
+    capacity_for_length,
+    micro_batch_shape,
+    pack,
+    sequences_needed,
+)
 from milegpo_jax.train.step import SFTLoss, TrainStep, jit_train_step
 
 SFT_WEIGHT_DECAY = 1e-4  # what the warm start has always used (optax.adamw's default)
