@@ -10,11 +10,13 @@ loop against the jitted step on packed rows, in one process.
    last padded with masked copies), gradients from a jitted forward/backward summed on the host, then
    a separate jitted optimizer update; nothing donated.
 3. New: ``milegpo_jax.train.ppo.ppo_epoch`` with the trainer's jitted, donated ``TrainStep`` on packed
-   rows (``milegpo_jax.train.packing``).
+   rows (``milegpo_jax.train.packing``), attending block-causally as the trainer does
+   (``model.attention_block``); and the same step with the dense attention mask, which says how much
+   of the gain is the attention blocks'.
 4. A plain jitted ``[tokens, hidden] @ [hidden, intermediate]`` matmul the size of one micro-batch's
    MLP input projection gives the FLOP/s this machine reaches in this run.
 
-Both updates run one PPO epoch over the same rows from the same parameters, compiled first, then timed
+All three run one PPO epoch over the same rows from the same parameters, compiled first, then timed
 in alternating rounds. Useful FLOPs count real tokens only (``6 N`` per token for the matmul parameters
 plus causal attention over each row's own length). Ends with one JSON line with
 ``speedup_vs_padded_loop``, ``padding_fraction`` (packed), ``padding_fraction_padded_loop``,
@@ -123,6 +125,7 @@ def rollout_rows(config, workdir: Path, progress: bool):
     from envs_bridge.specs import env_spec
     from milegpo_jax.credit.api import compute_credit
     from milegpo_jax.models import load_pretrained
+    from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.models.tokenizer import load_tokenizer
     from milegpo_jax.rollout.collector import collect
     from milegpo_jax.rollout.policy import SamplerPolicy
@@ -130,7 +133,7 @@ def rollout_rows(config, workdir: Path, progress: bool):
 
     warm_start = workdir / "warm_start"
     write_warm_start(config, warm_start, tokenizer_dir=workdir / "tokenizer")
-    model, _ = load_pretrained(warm_start, dtype=config.model.param_dtype, compute_dtype=config.model.compute_dtype)
+    model, _ = load_pretrained(warm_start, runtime=RuntimeOptions.from_config(config))  # as the trainer
     tokenizer = load_tokenizer(warm_start)
     env = config.env
     pool = EnvPool(env.name, env.groups_per_iteration * env.group_size, num_servers=env.num_servers or None,
@@ -198,6 +201,7 @@ def main(argv: list[str] | None = None) -> dict:
     from experiments.train import build_config
     from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
+    from milegpo_jax.models.qwen2 import abstract_model
     from milegpo_jax.train.step import build_train_step, jit_train_step
 
     try:
@@ -215,24 +219,33 @@ def main(argv: list[str] | None = None) -> dict:
     capacity = sequence_capacity(rows)
 
     graphdef, start_params = nnx.split(model)
+    # the same parameters under the dense attention mask (the old update's, and the new step without blocks)
+    dense_graphdef, _ = nnx.split(abstract_model(model.config.replace(attention_block=0)))
     step = build_train_step(config, graphdef, RuntimeOptions.from_config(config))
     jitted = jit_train_step(step)
+    jitted_dense = jit_train_step(build_train_step(config, dense_graphdef, RuntimeOptions.from_config(config)))
     padded = padded_rows(generations, advantages, pad_id)
     baseline = PaddedLoop(step.loss)
 
-    def new_update():
+    def packed_update(train_step):
         params = jax.tree.map(jnp.copy, start_params)
         stats = UpdateStats()
         params, _, history = ppo_epoch(
-            jitted, params, step.tx.init(params), rows, minibatch_rows=ppo.minibatch_rows,
+            train_step, params, step.tx.init(params), rows, minibatch_rows=ppo.minibatch_rows,
             microbatch_rows=ppo.microbatch_rows, capacity=capacity, rng=np.random.default_rng(args.seed), pad_id=pad_id,
             place=place_on_default_device, stats=stats,
         )
         jax.block_until_ready(params)
         return stats
 
+    def new_update():
+        return packed_update(jitted)
+
+    def dense_update():
+        return packed_update(jitted_dense)
+
     def old_update():
-        model = nnx.merge(graphdef, jax.tree.map(jnp.copy, start_params))
+        model = nnx.merge(dense_graphdef, jax.tree.map(jnp.copy, start_params))
         optimizer = nnx.Optimizer(model, step.tx, wrt=nnx.Param)
         baseline.epoch(model, optimizer, dict(padded), minibatch_rows=ppo.minibatch_rows,
                        microbatch_rows=ppo.microbatch_rows, rng=np.random.default_rng(args.seed))
@@ -244,13 +257,15 @@ def main(argv: list[str] | None = None) -> dict:
     compile_start = time.perf_counter()
     old_update()
     old_compile_s = time.perf_counter() - compile_start
-    times = {"old": [], "new": []}
+    dense_update()
+    times = {"old": [], "new": [], "dense": []}
     for _ in range(args.rounds):
-        for name, fn in (("old", old_update), ("new", new_update)):
+        for name, fn in (("old", old_update), ("new", new_update), ("dense", dense_update)):
             start = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - start)
     old_s, new_s = statistics.median(times["old"]), statistics.median(times["new"])
+    dense_s = statistics.median(times["dense"])
     per_micro_tokens = ppo.microbatch_rows * capacity
     mc = model.config
     matmul = matmul_flops_per_s(per_micro_tokens, mc.hidden_size, mc.intermediate_size)
@@ -267,6 +282,9 @@ def main(argv: list[str] | None = None) -> dict:
         "sequence_capacity": capacity,
         "old_update_s": round(old_s, 3),
         "new_update_s": round(new_s, 3),
+        "new_update_dense_attention_s": round(dense_s, 3),
+        "attention_block": model.config.attention_block,
+        "speedup_of_attention_blocks": round(dense_s / new_s, 2),
         "old_compile_and_first_s": round(old_compile_s, 2),
         "new_compile_and_first_s": round(new_compile_s, 2),
         "speedup_vs_padded_loop": round(old_s / new_s, 2),

@@ -79,6 +79,10 @@ class ModelSection:
     compute_dtype: str = "float32"
     remat: str = "none"
     scan_layers: bool = False
+    # training forwards over packed sequences attend block-causally in blocks of this many positions
+    # (about half the attention work of the dense mask; the same log-probs up to float rounding);
+    # 0: dense (docs/models.md §5)
+    attention_block: int = 128
 
     def __post_init__(self):
         sources = [name for name in ("hf_checkpoint", "preset", "architecture") if getattr(self, name) is not None]
@@ -94,6 +98,7 @@ class ModelSection:
         choice("model.param_dtype", self.param_dtype, DTYPES)
         choice("model.compute_dtype", self.compute_dtype, DTYPES)
         choice("model.remat", self.remat, REMAT_POLICIES)
+        non_negative("model.attention_block", self.attention_block)
 
     @property
     def source(self) -> str | None:

@@ -368,12 +368,13 @@ def load_pretrained(
     mode: str = "train",
     scan_layers: bool = False,
     remat: str = "none",
+    attention_block: int = 0,
     runtime=None,
 ) -> tuple[Qwen2, ModelConfig]:
     """Load a HF Qwen2/Qwen2.5, Llama or Qwen3 checkpoint directory; returns ``(model, config)``.
 
     ``runtime``: a ``milegpo_jax.models.runtime.RuntimeOptions``; when given it replaces ``dtype``,
-    ``compute_dtype``, ``scan_layers`` and ``remat``.
+    ``compute_dtype``, ``scan_layers``, ``remat`` and ``attention_block``.
 
     ``dtype`` is the parameter dtype (also the compute dtype unless ``compute_dtype`` is given). With a
     ``mesh`` every parameter lands directly in the sharding ``mode``'s rules give it
@@ -382,7 +383,7 @@ def load_pretrained(
     """
     if runtime is not None:
         dtype, compute_dtype = runtime.param_dtype, runtime.compute_dtype
-        scan_layers, remat = runtime.scan_layers, runtime.remat
+        scan_layers, remat, attention_block = runtime.scan_layers, runtime.remat, runtime.attention_block
     directory = Path(path)
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
@@ -395,7 +396,8 @@ def load_pretrained(
         raise CheckpointError(f"{config_path}: invalid JSON ({err})") from None
     config = config_from_hf(hf_config, source=str(config_path))
     # Bad runtime options are the caller's error (ModelConfigError), not the checkpoint's.
-    config = config.replace(param_dtype=dtype, dtype=compute_dtype or dtype, scan_layers=scan_layers, remat=remat)
+    config = config.replace(param_dtype=dtype, dtype=compute_dtype or dtype, scan_layers=scan_layers, remat=remat,
+                            attention_block=attention_block)
     sharding = parallel.logical_sharding(mesh, mode) if mesh is not None else None
 
     maps = tensor_maps(config)

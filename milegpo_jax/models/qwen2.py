@@ -12,8 +12,9 @@ families read top to bottom in one place; ``ModelConfig`` could move out if it g
 
 Parameters are stored in the layout the einsums use (``q_kernel [embed, heads, head_dim]``, ...) and
 carry logical axis names (``milegpo_jax.parallel`` maps them to the mesh). ``ModelConfig`` holds the
-architecture plus runtime options: parameter dtype, compute dtype, rematerialisation policy and
-scanned layers (one stacked layer scanned with ``lax.scan``: compile time independent of depth).
+architecture plus runtime options: parameter dtype, compute dtype, rematerialisation policy,
+scanned layers (one stacked layer scanned with ``lax.scan``: compile time independent of depth) and
+the attention block of cache-free forwards (``milegpo_jax.models.attention``, docs/models.md §7).
 
 Forward
 -------
@@ -63,6 +64,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from milegpo_jax.models.attention import SegmentBlocks, blocked_causal_attention, dense_attention, uses_blocks
 from milegpo_jax.models.logprobs import project_to_vocab
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 
@@ -123,6 +125,9 @@ class ModelConfig:
     dtype: str = "float32"  # compute dtype of activations
     remat: str = "none"  # per layer: "none", "full" (keep only layer inputs), "dots" (keep matmul outputs)
     scan_layers: bool = False
+    # cache-free forwards (training, reference log-probs) of a multiple of this many positions attend
+    # block-causally (``milegpo_jax.models.attention``); 0: always the dense masked form
+    attention_block: int = 0
 
     def __post_init__(self):
         sizes = ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads")
@@ -150,6 +155,8 @@ class ModelConfig:
                 raise ModelConfigError(f"{name} must be one of {DTYPES}, got {getattr(self, name)!r}")
         if self.remat not in REMAT_POLICIES:
             raise ModelConfigError(f"remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
+        if not isinstance(self.attention_block, int) or isinstance(self.attention_block, bool) or self.attention_block < 0:
+            raise ModelConfigError(f"attention_block must be an int >= 0, got {self.attention_block!r}")
         if self.model_type not in MODEL_TYPES:
             raise ModelConfigError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
         if isinstance(self.rope_scaling, dict):  # e.g. from dataclasses.asdict / a config file
@@ -296,7 +303,8 @@ class Attention(nnx.Module):
         self.k_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
 
     def __call__(self, x, cos, sin, mask, sharding, kv, layer_index, cache_index):
-        """x ``[B, T, D]``; mask bool ``[B, T, S]``; kv: ``None`` or the whole cache's (keys, values)."""
+        """x ``[B, T, D]``; mask bool ``[B, T, S]`` or ``SegmentBlocks``; kv: ``None`` or the whole
+        cache's (keys, values)."""
         dt = x.dtype
 
         def project(kernel, bias, norm, axes):
@@ -320,14 +328,12 @@ class Attention(nnx.Module):
             v = jax.lax.dynamic_index_in_dim(all_values, layer_index, 0, keepdims=False).astype(dt)
 
         b, t, n, h = q.shape
-        groups = n // k.shape[2]
-        q = q.reshape(b, t, k.shape[2], groups, h)  # heads of one KV group are adjacent (as repeat_kv)
-        scores = jnp.einsum("btkgh,bskh->bkgts", q, k, preferred_element_type=jnp.float32)
-        scores = scores * (1.0 / math.sqrt(h))
-        # A large finite value (not -inf) keeps fully-masked rows (padding queries) finite.
-        scores = jnp.where(mask[:, None, None], scores, jnp.finfo(jnp.float32).min)
-        probs = jax.nn.softmax(scores, axis=-1).astype(dt)
-        out = jnp.einsum("bkgts,bskh->btkgh", probs, v).reshape(b, t, n, h)
+        q = q.reshape(b, t, k.shape[2], n // k.shape[2], h)  # heads of one KV group are adjacent (as repeat_kv)
+        if isinstance(mask, SegmentBlocks):
+            out = blocked_causal_attention(q, k, v, mask.segments, mask.block)
+        else:
+            out = dense_attention(q, k, v, mask)
+        out = out.reshape(b, t, n, h)
         out = constrain(out, ("batch", "seq", "act_heads", "head_dim"), sharding)
         y = jnp.einsum("btnh,nhd->btd", out, self.o_kernel[...].astype(dt))
         return constrain(y, ("batch", "seq", "act_embed"), sharding), kv
@@ -448,9 +454,12 @@ class Qwen2(nnx.Module):
         if cache is None:
             if positions is None:
                 positions = positions_within_segments(segments)
-            same_segment = segments[:, :, None] == segments[:, None, :]
-            causal = jnp.tril(jnp.ones((t, t), bool))
-            mask = same_segment & (segments[:, None, :] != 0) & causal[None]
+            if uses_blocks(t, cfg.attention_block):
+                mask = SegmentBlocks(segments, cfg.attention_block)
+            else:
+                same_segment = segments[:, :, None] == segments[:, None, :]
+                causal = jnp.tril(jnp.ones((t, t), bool))
+                mask = same_segment & (segments[:, None, :] != 0) & causal[None]
             kv, cache_index = None, None
         else:
             if cache.segment_ids.shape[0] != b:

@@ -1,4 +1,5 @@
-"""How a model runs, as opposed to what it is: dtypes, rematerialisation, layer scanning, LM-head chunking.
+"""How a model runs, as opposed to what it is: dtypes, rematerialisation, layer scanning, attention
+blocks, LM-head chunking.
 
 A checkpoint's ``config.json`` fixes the architecture; these options are chosen per run (the
 ``model`` and ``ppo`` sections of a training config) and must reach every model the trainer builds:
@@ -20,6 +21,7 @@ class RuntimeOptions:
     compute_dtype: str = "float32"  # activations
     remat: str = "none"  # per decoder layer: "none", "full" or "dots"
     scan_layers: bool = False  # one scanned layer body instead of an unrolled stack
+    attention_block: int = 0  # block-causal attention in cache-free forwards (0: dense; models/attention.py)
     logits_chunk: int = 0  # LM-head positions per chunk in the losses and reference pass (0: all at once)
 
     def __post_init__(self):
@@ -28,16 +30,19 @@ class RuntimeOptions:
                 raise ModelConfigError(f"{name}={getattr(self, name)!r}: choose one of {', '.join(DTYPES)}")
         if self.remat not in REMAT_POLICIES:
             raise ModelConfigError(f"remat={self.remat!r}: choose one of {', '.join(REMAT_POLICIES)}")
-        if not isinstance(self.logits_chunk, int) or self.logits_chunk < 0:
-            raise ModelConfigError(f"logits_chunk={self.logits_chunk!r}: must be an int >= 0")
+        for name in ("attention_block", "logits_chunk"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ModelConfigError(f"{name}={value!r}: must be an int >= 0")
 
     @classmethod
     def from_config(cls, config: Any) -> RuntimeOptions:
-        """From a ``TrainConfig``: ``model.{param_dtype, compute_dtype, remat, scan_layers}`` and
-        ``ppo.logits_chunk``."""
+        """From a ``TrainConfig``: ``model.{param_dtype, compute_dtype, remat, scan_layers,
+        attention_block}`` and ``ppo.logits_chunk``."""
         model = config.model
         return cls(param_dtype=model.param_dtype, compute_dtype=model.compute_dtype, remat=model.remat,
-                   scan_layers=bool(model.scan_layers), logits_chunk=int(config.ppo.logits_chunk))
+                   scan_layers=bool(model.scan_layers), attention_block=int(model.attention_block),
+                   logits_chunk=int(config.ppo.logits_chunk))
 
     @property
     def chunk_size(self) -> int | None:
@@ -47,12 +52,12 @@ class RuntimeOptions:
     def apply(self, config: ModelConfig) -> ModelConfig:
         """``config`` with these options in place of its own runtime fields."""
         return config.replace(param_dtype=self.param_dtype, dtype=self.compute_dtype, remat=self.remat,
-                              scan_layers=self.scan_layers)
+                              scan_layers=self.scan_layers, attention_block=self.attention_block)
 
     def load_kwargs(self) -> dict[str, Any]:
         """The keywords ``load_pretrained`` has always taken for these options."""
         return {"dtype": self.param_dtype, "compute_dtype": self.compute_dtype, "scan_layers": self.scan_layers,
-                "remat": self.remat}
+                "remat": self.remat, "attention_block": self.attention_block}
 
 
 __all__ = ["RuntimeOptions"]

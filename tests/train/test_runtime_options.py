@@ -40,12 +40,18 @@ TINY = [
 
 def test_options_come_from_the_config_and_are_checked():
     config = build_config("experiments/configs/demo.py", ["model.remat=full", "model.scan_layers=true",
-                                                          "ppo.logits_chunk=16"])
+                                                          "ppo.logits_chunk=16", "model.attention_block=64"])
     runtime = RuntimeOptions.from_config(config)
-    assert runtime == RuntimeOptions("float32", "float32", "full", True, 16) and runtime.chunk_size == 16
-    assert runtime.load_kwargs() == {"dtype": "float32", "compute_dtype": "float32", "scan_layers": True, "remat": "full"}
+    assert runtime == RuntimeOptions(param_dtype="float32", compute_dtype="float32", remat="full", scan_layers=True,
+                                     attention_block=64, logits_chunk=16)
+    assert runtime.chunk_size == 16
+    assert runtime.load_kwargs() == {"dtype": "float32", "compute_dtype": "float32", "scan_layers": True,
+                                     "remat": "full", "attention_block": 64}
+    assert RuntimeOptions.from_config(build_config("experiments/configs/demo.py", [])).attention_block == 128
     with pytest.raises(ModelConfigError, match="remat"):
         RuntimeOptions(remat="some")
+    with pytest.raises(ModelConfigError, match="attention_block"):
+        RuntimeOptions(attention_block=-1)
 
 
 @pytest.mark.slow

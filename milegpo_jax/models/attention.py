@@ -1,0 +1,99 @@
+"""Grouped-query attention scores and weighted sums: dense over a boolean mask, or block-causal over
+packed segments (docs/models.md §5).
+
+Both take ``q [B, T, kv_heads, groups, head_dim]`` (the heads of one KV group adjacent), keys and
+values ``[B, S, kv_heads, head_dim]`` and return ``[B, T, kv_heads, groups, head_dim]`` in the
+compute dtype; scores and the softmax are float32.
+
+``dense_attention`` scores every query against every key and masks (the cached forward, where keys
+are cache slots). ``blocked_causal_attention`` is for the training forward without a cache, where
+``T == S`` and a token sees earlier tokens of its own segment only: it cuts the sequence into blocks
+of ``block`` positions and scores a query block only against itself and earlier key blocks, one key
+block offset at a time, with the softmax's maximum and sum gathered across offsets. Blocks above the
+diagonal are never computed, so a sequence of ``n`` blocks costs ``n (n + 1) / 2`` block pairs instead
+of ``n**2``: about half of the scores, exps and masks of the dense form. The result equals the dense
+one for every real query (up to float rounding); a query with no visible key (padding) gets a finite,
+meaningless value in both.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+# A large finite value (not -inf) keeps fully-masked rows (padding queries) finite.
+MASKED = jnp.finfo(jnp.float32).min
+
+
+class SegmentBlocks(NamedTuple):
+    """The mask of a training forward: segment ids ``[B, T]`` (0: padding) and the block size."""
+
+    segments: jax.Array
+    block: int
+
+
+def dense_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
+    """Softmax attention with a bool ``mask [B, T, S]`` (True: the query may see the key)."""
+    h = q.shape[-1]
+    scores = jnp.einsum("btkgh,bskh->bkgts", q, k, preferred_element_type=jnp.float32) * (1.0 / math.sqrt(h))
+    scores = jnp.where(mask[:, None, None], scores, MASKED)
+    probs = jax.nn.softmax(scores, axis=-1).astype(q.dtype)
+    return jnp.einsum("bkgts,bskh->btkgh", probs, v)
+
+
+def uses_blocks(length: int, block: int) -> bool:
+    """Whether a cache-free forward of ``length`` positions runs block-causal with ``block``: the
+    length must be a whole number of at least two blocks (else the dense form is as cheap)."""
+    return block > 0 and length % block == 0 and length >= 2 * block
+
+
+def _shift_blocks(x: jax.Array, offset: int, fill: float) -> jax.Array:
+    """``x [B, n - offset, ...]`` placed at query blocks ``offset..n-1`` of ``[B, n, ...]``."""
+    return jnp.pad(x, [(0, 0), (offset, 0)] + [(0, 0)] * (x.ndim - 2), constant_values=fill)
+
+
+def blocked_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, block: int) -> jax.Array:
+    """Causal attention within segments (``segments [B, T]``, 0: padding), block pairs on or below
+    the diagonal only. ``T`` must be a multiple of ``block``."""
+    b, t, kv_heads, groups, h = q.shape
+    if t % block or k.shape[1] != t:
+        raise ValueError(f"blocked attention needs T == S, a multiple of block {block}; got {t} and {k.shape[1]}")
+    n = t // block
+    qb = q.reshape(b, n, block, kv_heads, groups, h)
+    kb = k.reshape(b, n, block, kv_heads, h)
+    vb = v.reshape(b, n, block, kv_heads, h)
+    sb = segments.reshape(b, n, block)
+    within_block = jnp.tril(jnp.ones((block, block), bool))
+    scale = 1.0 / math.sqrt(h)
+
+    # scores[d]: query blocks d..n-1 against key blocks 0..n-1-d, [B, n - d, kv, g, block, block]
+    scores = []
+    for offset in range(n):
+        s = jnp.einsum("bnqkgh,bnskh->bnkgqs", qb[:, offset:], kb[:, : n - offset],
+                       preferred_element_type=jnp.float32) * scale
+        seen = (sb[:, offset:, :, None] == sb[:, : n - offset, None, :]) & (sb[:, : n - offset, None, :] != 0)
+        if offset == 0:
+            seen = seen & within_block
+        scores.append(jnp.where(seen[:, :, None, None], s, MASKED))
+
+    # the softmax across all offsets: one maximum, then the sums of exps and of exp-weighted values
+    row_max = scores[0].max(-1)
+    for offset in range(1, n):
+        row_max = jnp.maximum(row_max, _shift_blocks(scores[offset].max(-1), offset, MASKED))
+    row_max = jax.lax.stop_gradient(row_max)  # any constant per row gives the same softmax
+    total = jnp.zeros(row_max.shape, jnp.float32)
+    weighted = jnp.zeros((b, n, kv_heads, groups, block, h), jnp.float32)
+    for offset, s in enumerate(scores):
+        p = jnp.exp(s - row_max[:, offset:, ..., None])
+        total = total + _shift_blocks(p.sum(-1), offset, 0.0)
+        part = jnp.einsum("bnkgqs,bnskh->bnkgqh", p.astype(v.dtype), vb[:, : n - offset],
+                          preferred_element_type=jnp.float32)
+        weighted = weighted + _shift_blocks(part, offset, 0.0)
+    out = (weighted / total[..., None]).astype(q.dtype)  # [B, n, kv, g, block, h]
+    return out.transpose(0, 1, 4, 2, 3, 5).reshape(b, t, kv_heads, groups, h)
+
+
+__all__ = ["MASKED", "SegmentBlocks", "blocked_causal_attention", "dense_attention", "uses_blocks"]
