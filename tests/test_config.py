@@ -282,7 +282,8 @@ def test_choices_match_what_the_loss_implements():
 PINNED_HASHES = {
     "alfworld.py": "288ec190055fe93b",
     "base.py": "a679d59481edae61",
-    "demo.py": "55d586957acb1dda",  # sft.epochs 10 -> 15 on 2026-12-01 (was e8bde94a870a8ad9)
+    # sft.epochs 10 -> 15 (was e8bde94a870a8ad9), then sampling.eval_temperature 0.4 -> 1.0 (was 55d586957acb1dda)
+    "demo.py": "f11b993341dd7bf5",
     "webshop.py": "1c842d95882e1038",
     "twx.py:twc": "eddf22dfa89fbcc5",
     "twx.py:cookingworld": "5a036c837d84b2d0",
