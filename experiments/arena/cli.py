@@ -105,6 +105,7 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
 # ------------------------------------------------------------------------- one run (any process)
 
 _backends: dict = {}  # EnvSpec -> backend, one per process, reused by its runs
+_caches: dict = {}  # EnvSpec -> TransitionCache over that backend, shared by the process's runs
 
 
 def _backend(spec: EnvSpec, slots: int):
@@ -113,7 +114,21 @@ def _backend(spec: EnvSpec, slots: int):
     return _backends[spec]
 
 
+def _cache(spec: EnvSpec, slots: int):
+    """The process's transition cache for ``spec``: exact answers, so a run may reuse what an earlier
+    run (another contestant or seed) made the engine answer; only the engine counters and env time
+    depend on which runs went before (docs/arena.md)."""
+    from experiments.arena.play import PlayStats, TransitionCache
+
+    if spec not in _caches:
+        _caches[spec] = TransitionCache(_backend(spec, slots))
+    cache = _caches[spec]
+    cache.stats = PlayStats()  # env/* counters per run
+    return cache
+
+
 def _close_backends() -> None:
+    _caches.clear()
     for backend in _backends.values():
         backend.close()
     _backends.clear()
@@ -149,13 +164,12 @@ def _configure_jax(cache_dir: str) -> None:
 
 def execute(job: dict) -> dict:
     """Runs one (contestant, seed, lr) and writes its metrics.jsonl and done.json."""
-    from experiments.arena.play import TransitionCache
     from experiments.arena.run import run_once
     from milegpo_jax.train.logging import MetricsLogger
 
     spec, contestant, settings = job["spec"], job["contestant"], job["settings"]
     directory = Path(job["dir"])
-    backend = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
+    cache = _cache(spec, max(settings.groups * settings.group_size, settings.tasks))
     greedy: list[float] = []
 
     with MetricsLogger(directory, 0, tensorboard=False, enabled=True) as logger:
@@ -163,7 +177,7 @@ def execute(job: dict) -> dict:
             greedy.append(metrics["greedy_success_rate"])
             logger.log(iteration, metrics)
 
-        outcome = run_once(contestant, job["seed"], job["lr"], settings, TransitionCache(backend), log)
+        outcome = run_once(contestant, job["seed"], job["lr"], settings, cache, log)
     done = {"contestant": contestant.name, "seed": job["seed"], "lr": job["lr"], "success": outcome["success"],
             "greedy": greedy, "time": outcome["time"]}
     output.write_json_atomic(directory / output.DONE_FILE, done)

@@ -202,3 +202,32 @@ def test_pool_backend_plays_the_same_episodes_as_in_process():
         played = TransitionCache(PoolBackend(pool)).play(task_ids, sampling_chooser(TabularPolicy(), seeds))
     assert [e.actions for e in played] == [e.actions for e in expected]
     assert [[n.state_key for n in e.nodes] for e in played] == [[n.state_key for n in e.nodes] for e in expected]
+
+
+def test_runs_sharing_a_process_cache_learn_exactly_as_with_their_own():
+    """A worker's runs share one transition cache: the curves are those of fresh caches, with less engine work."""
+    from experiments.arena.contestants import parse_contestants
+    from experiments.arena.envs import make_env_spec
+    from experiments.arena.run import RunSettings, run_once
+
+    spec = make_env_spec("textworld_express", "coin", 15, "inprocess", 1, {})
+    contestants = parse_contestants(["gigpo", "milegpo:md"], "alfworld", {}, False)
+    settings = RunSettings(groups=2, group_size=4, tasks=2, iterations=3, reward_scale=10.0)
+
+    def curves(cache_for):
+        out = []
+        for contestant in contestants:
+            cache = cache_for()
+            out.append((run_once(contestant, 0, 1.0, settings, cache, lambda i, m: None)["success"], cache.stats.engine_steps))
+        return out
+
+    backends = []
+    fresh = curves(lambda: TransitionCache(backends.append(cli.make_backend(spec, 8)) or backends[-1]))
+    for backend in backends:
+        backend.close()
+    try:
+        shared = curves(lambda: cli._cache(spec, 8))
+    finally:
+        cli._close_backends()
+    assert [curve for curve, _ in shared] == [curve for curve, _ in fresh]
+    assert shared[0][1] == fresh[0][1] and shared[1][1] < fresh[1][1]  # the second run reuses the first's answers
