@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=None, help="training task set per seed (default: --groups)")
+    parser.add_argument("--train-tasks", default=None, metavar="ID,ID...",
+                        help="fixed training task ids for every seed (instead of each seed drawing --tasks)")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--lr", type=float, default=1.0)
@@ -77,6 +79,12 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
             raise ArenaInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.tasks is not None and args.tasks < 1:
         raise ArenaInputError(f"--tasks {args.tasks}: the training task set is empty")
+    try:
+        train_tasks = tuple(int(x) for x in args.train_tasks.split(",")) if args.train_tasks else ()
+    except ValueError:
+        raise ArenaInputError(f"--train-tasks {args.train_tasks!r}: expected comma-separated task ids") from None
+    if len(set(train_tasks)) != len(train_tasks) or any(task < 0 for task in train_tasks):
+        raise ArenaInputError(f"--train-tasks {args.train_tasks!r}: task ids must be distinct and >= 0")
     if args.update not in UPDATES:
         raise ArenaInputError(f"--update {args.update!r}: choose one of {', '.join(UPDATES)}")
     try:
@@ -96,7 +104,8 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
     recipe = args.recipe or env_defaults.credit_recipe
     contestants = parse_contestants(args.contestants, recipe, parse_credit_options(args.set), args.env in MILESTONE_ENVS)
     settings = RunSettings(
-        groups=args.groups, group_size=args.group_size, tasks=args.tasks or args.groups, iterations=args.iterations,
+        groups=args.groups, group_size=args.group_size, tasks=len(train_tasks) or args.tasks or args.groups,
+        train_tasks=train_tasks, iterations=args.iterations,
         update=args.update, ppo_epochs=args.ppo_epochs, clip=args.clip, reward_scale=env_defaults.reward_scale,
     )
     return spec, contestants, settings, rates, recipe
@@ -240,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         probe = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
         if probe.num_tasks("train") < 1:
             raise ArenaInputError(f"{spec.label}: the train split holds no tasks")
+        if settings.train_tasks and max(settings.train_tasks) >= probe.num_tasks("train"):
+            raise ArenaInputError(f"--train-tasks: the train split of {spec.label} holds task ids 0..{probe.num_tasks('train') - 1}")
     except (ArenaInputError, CreditConfigError, EnvError, EnvUnavailableError) as error:
         _close_backends()
         print(f"experiments.arena: {error}", file=sys.stderr)

@@ -146,6 +146,9 @@ def test_stats_against_hand_computed_values():
         (["--game", "zork"], "unknown TextWorldExpress game 'zork'"),
         (["--update", "trpo"], "--update 'trpo'"),
         (["--contestants", "beacon"], "needs milestone flags"),
+        (["--train-tasks", "3,x"], "expected comma-separated task ids"),
+        (["--train-tasks", "3,3"], "distinct"),
+        (["--train-tasks", "3,1000"], "holds task ids 0..999"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
@@ -231,3 +234,17 @@ def test_runs_sharing_a_process_cache_learn_exactly_as_with_their_own():
         cli._close_backends()
     assert [curve for curve, _ in shared] == [curve for curve, _ in fresh]
     assert shared[0][1] == fresh[0][1] and shared[1][1] < fresh[1][1]  # the second run reuses the first's answers
+
+
+def test_train_tasks_fix_every_seeds_task_set():
+    from experiments.arena.contestants import parse_contestants
+    from experiments.arena.run import RunSettings, run_once
+
+    make = lambda: make_adapter("textworld_express", game="coin", gold_path=False, max_steps=5)  # noqa: E731
+    (contestant,) = parse_contestants(["gigpo"], "alfworld", {}, False)
+    settings = RunSettings(groups=3, group_size=2, tasks=2, train_tasks=(7, 42), iterations=2, reward_scale=10.0)
+    for seed in (0, 1):
+        cache = TransitionCache(AdapterBackend(make, 6))
+        run_once(contestant, seed, 1.0, settings, cache, lambda i, m: None)
+        assert set(cache.roots) == {7, 42}  # only the given tasks were played (G=3 > 2 tasks: drawn with replacement)
+        cache.backend.close()
