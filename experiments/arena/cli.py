@@ -282,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     (work / "table.md").write_text(output.markdown_table(title, results))
     output.write_json_atomic(work / "table.json", {"title": title, "results": results})
     output.plot_curves(work / "curves.png", title, curves, "success rate (training rollouts)")
+    diagnostics = {name: stats.diagnostics_means([record for seed in range(args.seeds) for record in
+                                                  output.read_metrics(output.run_dir(work, name, seed, results[name]["lr"]))])
+                   for name in names}
+    (work / "diagnostics.md").write_text(output.diagnostics_table(title + ": credit diagnostics, mean over iterations and seeds", diagnostics))
+    output.write_json_atomic(work / "diagnostics.json", diagnostics)
     time_split = {key: round(sum(r["time"][key] for r in done), 2) for key in ("env_s", "credit_s", "update_s")}
     compact = {name: {"last": entry["summary"]["last"]["mean"], "auc": entry["summary"]["auc"]["mean"], "lr": entry["lr"]} for name, entry in results.items()}
     print(json.dumps({"job": "arena", "env": spec.label, "results": compact, "time": time_split, "runs": len(done),

@@ -40,6 +40,9 @@ def test_two_contestants_deterministic_and_reward_beats_random(tmp_path, capsys)
         assert key in records[-1]
     assert (tmp_path / "a" / "curves.png").stat().st_size > 5000
     assert "| gigpo |" in (tmp_path / "a" / "table.md").read_text()
+    diagnostics = json.loads((tmp_path / "a" / "diagnostics.json").read_text())
+    assert set(diagnostics) == {"gigpo", "random"} and 0 <= diagnostics["gigpo"]["tie_share"] <= 1
+    assert "| random |" in (tmp_path / "a" / "diagnostics.md").read_text()
     # resumable: a rerun skips the finished runs and reports the same table
     _arena(tmp_path / "a", "--contestants", "gigpo", "random", "--seeds", "2")
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ran"] == 0
@@ -248,3 +251,16 @@ def test_train_tasks_fix_every_seeds_task_set():
         run_once(contestant, seed, 1.0, settings, cache, lambda i, m: None)
         assert set(cache.roots) == {7, 42}  # only the given tasks were played (G=3 > 2 tasks: drawn with replacement)
         cache.backend.close()
+
+
+def test_diagnostics_means_skip_undefined_ratios_and_pool_by_pair_counts():
+    records = [
+        {"credit/tie_correction_rate": 0.5, "credit/opposite_outcome_tied_pairs": 2, "credit/traps": 4, "success_rate": 1.0},
+        {"credit/tie_correction_rate": None, "credit/opposite_outcome_tied_pairs": 0, "credit/traps": 2},
+        {"credit/tie_correction_rate": 1.0, "credit/opposite_outcome_tied_pairs": 6, "credit/traps": 0},
+    ]
+    means = stats.diagnostics_means(records)
+    assert means["tie_correction_rate"] == pytest.approx(0.75)  # (0.5 + 1.0) / 2: the None iteration is skipped
+    assert means["pooled_tie_correction_rate"] == pytest.approx((0.5 * 2 + 1.0 * 6) / 8)
+    assert means["traps"] == pytest.approx(2.0) and "success_rate" not in means
+    assert means["pooled_tie_share"] is None  # no same-state pair counts recorded
