@@ -5,7 +5,8 @@
 Writes ALFWorld's own layout, ``DIR/{train,valid_seen,valid_unseen}/<task>-<obj>-None-<recep>-<scene>/
 trial_*/{game.tw-pddl,traj_data.json}``, plus ``DIR/manifest.json`` (arguments and statistics), so the
 unmodified ``AlfredTWEnv`` and ``envs_bridge.alfworld.adapter`` both load it. Game i of a split has task
-type i mod 6 (ALFWorld's order), so every type is present once a split has six games. Rooms follow
+type i mod 6 (ALFWorld's order), so every type is present once a split has six games; ``--task-types``
+restricts the cycle to the types named (game i: the (i mod n)-th of them). Rooms follow
 ``--room-split`` (``layouts.ROOM_SPLITS``): by default ALFWorld's released split, ``valid_unseen`` only in
 rooms 10, 219, 308 and 424 and those rooms never in ``train`` or ``valid_seen``; ``alfred`` uses ALFRED's
 24 generation-time test rooms for ``valid_unseen`` instead.
@@ -99,8 +100,10 @@ class Generator:
     def __init__(
         self, out_dir: str, seed: int, max_steps: int, use_planner: bool, planner_timeout_s: float,
         room_split: str = layouts.DEFAULT_ROOM_SPLIT, tie_break_seeds: int = DEFAULT_TIE_BREAK_SEEDS,
+        task_types: tuple[str, ...] = games.TASK_TYPES,
     ):
         self.out_dir = out_dir
+        self.task_types = task_types
         self.room_split = room_split
         self.tie_break_seeds = tie_break_seeds
         self.seed = seed
@@ -113,7 +116,7 @@ class Generator:
 
     def make_game(self, split: str, index: int) -> str:
         """Writes game ``index`` of ``split``; returns its game file."""
-        task_type = games.TASK_TYPES[index % len(games.TASK_TYPES)]
+        task_type = self.task_types[index % len(self.task_types)]
         scenes = self._scenes[split][task_type]
         if not scenes:
             raise GenerationError(f"no {split} room supports {task_type}")
@@ -182,6 +185,7 @@ def generate(
     progress: bool = True,
     room_split: str = layouts.DEFAULT_ROOM_SPLIT,
     tie_break_seeds: int = DEFAULT_TIE_BREAK_SEEDS,
+    task_types: tuple[str, ...] = games.TASK_TYPES,
 ) -> dict:
     """Generates the games into ``out_dir`` (built in a staging folder, moved in place when complete)."""
     for split, count in counts.items():
@@ -190,6 +194,9 @@ def generate(
             raise ValueError(f"--{split.replace('_', '-')} must be >= 0, got {count}")
     if room_split not in layouts.ROOM_SPLITS:
         raise ValueError(f"--room-split must be one of {', '.join(layouts.ROOM_SPLITS)}, got {room_split!r}")
+    unknown = [task_type for task_type in task_types if task_type not in games.TASK_TYPES]
+    if unknown or not task_types:
+        raise ValueError(f"--task-types: unknown {unknown or 'empty list'}; choose from {', '.join(games.TASK_TYPES)}")
     if tie_break_seeds < 0:
         raise ValueError(f"--tie-break-seeds must be >= 0, got {tie_break_seeds}")
     if sum(counts.values()) == 0:
@@ -202,7 +209,7 @@ def generate(
     staging = tempfile.mkdtemp(prefix=".alfworld-games-", dir=parent)
     started = time.perf_counter()
     try:
-        generator = Generator(staging, seed, max_steps, use_planner, planner_timeout_s, room_split, tie_break_seeds)
+        generator = Generator(staging, seed, max_steps, use_planner, planner_timeout_s, room_split, tie_break_seeds, tuple(task_types))
         total = sum(counts.values())
         made = {split: 0 for split in counts}
         with tqdm(total=total, desc="alfworld games", unit="game", disable=not progress, file=sys.stderr) as bar:
@@ -222,6 +229,7 @@ def generate(
             "rooms": {games.SPLIT_DIRS[split]: list(scenes) for split, scenes in layouts.ROOM_SPLITS[room_split].items()},
             "kept_if": solver.UNMODIFIED_CHECK + " wins within max_steps",
             "tie_break_seeds": tie_break_seeds,
+            **({"task_types": list(task_types)} if tuple(task_types) != games.TASK_TYPES else {}),
             "games": {games.SPLIT_DIRS[split]: made[split] for split in counts},
             "seconds": round(elapsed, 1),
             "games_per_minute": round(60.0 * total / elapsed, 2),
@@ -255,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
                              "alfred: in ALFRED's 24 test rooms")
     parser.add_argument("--tie-break-seeds", type=int, default=DEFAULT_TIE_BREAK_SEEDS,
                         help="live-expert reruns per sampled kept game, for the manifest's win rates (default: %(default)s)")
+    parser.add_argument("--task-types", nargs="+", default=list(games.TASK_TYPES), metavar="TYPE",
+                        help="task types to cycle through (default: all six, in ALFWorld's order)")
     parser.add_argument("--no-planner", action="store_true", help="keep only games the hand-coded expert wins")
     parser.add_argument("--planner-timeout", type=float, default=solver.PLANNER_TIMEOUT_S, help="seconds per plan")
     parser.add_argument("--force", action="store_true", help="replace a non-empty --out")
@@ -269,7 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         manifest = generate(
             args.out, counts, args.seed, max_steps=args.max_steps, use_planner=not args.no_planner,
             planner_timeout_s=args.planner_timeout, force=args.force, progress=not args.quiet,
-            room_split=args.room_split, tie_break_seeds=args.tie_break_seeds,
+            room_split=args.room_split, tie_break_seeds=args.tie_break_seeds, task_types=tuple(args.task_types),
         )
     except (ValueError, FileExistsError, GenerationError) as error:
         print(f"envs_bridge.alfworld.generate: {error}", file=sys.stderr)

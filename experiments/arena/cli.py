@@ -51,6 +51,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--groups", type=int, default=16)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--tasks", type=int, default=None, help="training task set per seed (default: --groups)")
+    parser.add_argument("--train-tasks", default=None, metavar="ID,ID...",
+                        help="fixed training task ids for every seed (instead of each seed drawing --tasks)")
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--lr", type=float, default=1.0)
@@ -77,6 +79,12 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
             raise ArenaInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
     if args.tasks is not None and args.tasks < 1:
         raise ArenaInputError(f"--tasks {args.tasks}: the training task set is empty")
+    try:
+        train_tasks = tuple(int(x) for x in args.train_tasks.split(",")) if args.train_tasks else ()
+    except ValueError:
+        raise ArenaInputError(f"--train-tasks {args.train_tasks!r}: expected comma-separated task ids") from None
+    if len(set(train_tasks)) != len(train_tasks) or any(task < 0 for task in train_tasks):
+        raise ArenaInputError(f"--train-tasks {args.train_tasks!r}: task ids must be distinct and >= 0")
     if args.update not in UPDATES:
         raise ArenaInputError(f"--update {args.update!r}: choose one of {', '.join(UPDATES)}")
     try:
@@ -96,7 +104,8 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
     recipe = args.recipe or env_defaults.credit_recipe
     contestants = parse_contestants(args.contestants, recipe, parse_credit_options(args.set), args.env in MILESTONE_ENVS)
     settings = RunSettings(
-        groups=args.groups, group_size=args.group_size, tasks=args.tasks or args.groups, iterations=args.iterations,
+        groups=args.groups, group_size=args.group_size, tasks=len(train_tasks) or args.tasks or args.groups,
+        train_tasks=train_tasks, iterations=args.iterations,
         update=args.update, ppo_epochs=args.ppo_epochs, clip=args.clip, reward_scale=env_defaults.reward_scale,
     )
     return spec, contestants, settings, rates, recipe
@@ -105,6 +114,7 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
 # ------------------------------------------------------------------------- one run (any process)
 
 _backends: dict = {}  # EnvSpec -> backend, one per process, reused by its runs
+_caches: dict = {}  # EnvSpec -> TransitionCache over that backend, shared by the process's runs
 
 
 def _backend(spec: EnvSpec, slots: int):
@@ -113,7 +123,21 @@ def _backend(spec: EnvSpec, slots: int):
     return _backends[spec]
 
 
+def _cache(spec: EnvSpec, slots: int):
+    """The process's transition cache for ``spec``: exact answers, so a run may reuse what an earlier
+    run (another contestant or seed) made the engine answer; only the engine counters and env time
+    depend on which runs went before (docs/arena.md)."""
+    from experiments.arena.play import PlayStats, TransitionCache
+
+    if spec not in _caches:
+        _caches[spec] = TransitionCache(_backend(spec, slots))
+    cache = _caches[spec]
+    cache.stats = PlayStats()  # env/* counters per run
+    return cache
+
+
 def _close_backends() -> None:
+    _caches.clear()
     for backend in _backends.values():
         backend.close()
     _backends.clear()
@@ -149,13 +173,12 @@ def _configure_jax(cache_dir: str) -> None:
 
 def execute(job: dict) -> dict:
     """Runs one (contestant, seed, lr) and writes its metrics.jsonl and done.json."""
-    from experiments.arena.play import TransitionCache
     from experiments.arena.run import run_once
     from milegpo_jax.train.logging import MetricsLogger
 
     spec, contestant, settings = job["spec"], job["contestant"], job["settings"]
     directory = Path(job["dir"])
-    backend = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
+    cache = _cache(spec, max(settings.groups * settings.group_size, settings.tasks))
     greedy: list[float] = []
 
     with MetricsLogger(directory, 0, tensorboard=False, enabled=True) as logger:
@@ -163,7 +186,7 @@ def execute(job: dict) -> dict:
             greedy.append(metrics["greedy_success_rate"])
             logger.log(iteration, metrics)
 
-        outcome = run_once(contestant, job["seed"], job["lr"], settings, TransitionCache(backend), log)
+        outcome = run_once(contestant, job["seed"], job["lr"], settings, cache, log)
     done = {"contestant": contestant.name, "seed": job["seed"], "lr": job["lr"], "success": outcome["success"],
             "greedy": greedy, "time": outcome["time"]}
     output.write_json_atomic(directory / output.DONE_FILE, done)
@@ -226,6 +249,8 @@ def main(argv: list[str] | None = None) -> int:
         probe = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
         if probe.num_tasks("train") < 1:
             raise ArenaInputError(f"{spec.label}: the train split holds no tasks")
+        if settings.train_tasks and max(settings.train_tasks) >= probe.num_tasks("train"):
+            raise ArenaInputError(f"--train-tasks: the train split of {spec.label} holds task ids 0..{probe.num_tasks('train') - 1}")
     except (ArenaInputError, CreditConfigError, EnvError, EnvUnavailableError) as error:
         _close_backends()
         print(f"experiments.arena: {error}", file=sys.stderr)
@@ -257,6 +282,11 @@ def main(argv: list[str] | None = None) -> int:
     (work / "table.md").write_text(output.markdown_table(title, results))
     output.write_json_atomic(work / "table.json", {"title": title, "results": results})
     output.plot_curves(work / "curves.png", title, curves, "success rate (training rollouts)")
+    diagnostics = {name: stats.diagnostics_means([record for seed in range(args.seeds) for record in
+                                                  output.read_metrics(output.run_dir(work, name, seed, results[name]["lr"]))])
+                   for name in names}
+    (work / "diagnostics.md").write_text(output.diagnostics_table(title + ": credit diagnostics, mean over iterations and seeds", diagnostics))
+    output.write_json_atomic(work / "diagnostics.json", diagnostics)
     time_split = {key: round(sum(r["time"][key] for r in done), 2) for key in ("env_s", "credit_s", "update_s")}
     compact = {name: {"last": entry["summary"]["last"]["mean"], "auc": entry["summary"]["auc"]["mean"], "lr": entry["lr"]} for name, entry in results.items()}
     print(json.dumps({"job": "arena", "env": spec.label, "results": compact, "time": time_split, "runs": len(done),

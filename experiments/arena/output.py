@@ -39,6 +39,27 @@ def read_done(path: Path) -> dict | None:
         return None
 
 
+def read_metrics(directory: Path) -> list[dict]:
+    path = directory / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+DIAGNOSTIC_COLUMNS = ("tie_share", "pooled_tie_share", "tie_correction_rate", "pooled_tie_correction_rate",
+                      "opposite_outcome_tied_pairs", "zero_advantage_fraction", "shared_state_fraction",
+                      "candidates_local_evidence", "candidates_weak", "evidence_positive_progress",
+                      "evidence_positive_branch", "milestone_candidates", "traps")
+
+
+def diagnostics_table(title: str, means: Mapping[str, Mapping[str, float | None]]) -> str:
+    """Per contestant, the credit diagnostics averaged over its runs' iterations (stats.diagnostics_means)."""
+    lines = [f"### {title}", "", "| contestant | " + " | ".join(c.replace("_", " ") for c in DIAGNOSTIC_COLUMNS) + " |",
+             "|---|" + "---|" * len(DIAGNOSTIC_COLUMNS)]
+    for name, row in means.items():
+        cells = ["—" if row.get(c) is None else (f"{row[c]:.0f}" if row[c] >= 10 else f"{row[c]:.3f}") for c in DIAGNOSTIC_COLUMNS]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _fmt(entry: Mapping | None, digits: int = 3) -> str:
     if not entry or entry.get("mean") is None:
         return "—"

@@ -24,6 +24,7 @@ class RunSettings:
     groups: int = 16  # G task groups per iteration
     group_size: int = 8  # K rollouts per group
     tasks: int = 16  # the fixed training task set a seed draws (each iteration samples G of them)
+    train_tasks: tuple[int, ...] = ()  # given: every seed's training task set (instead of a draw)
     iterations: int = 20
     update: str = "pg"
     ppo_epochs: int = 4
@@ -72,7 +73,7 @@ def run_once(
 ) -> dict:
     """Trains one table; ``log(iteration, metrics)`` receives every iteration's record."""
     policy = TabularPolicy()
-    tasks = training_tasks(cache.backend.num_tasks("train"), settings.tasks, seed)
+    tasks = list(settings.train_tasks) or training_tasks(cache.backend.num_tasks("train"), settings.tasks, seed)
     timing = {"env_s": 0.0, "credit_s": 0.0, "update_s": 0.0}
     curve = []
     ema = 0.0  # MVPO's success EMA, carried from iteration to iteration (the others ignore it)

@@ -88,3 +88,26 @@ def band(curves: Sequence[Sequence[float]]) -> tuple[list[float], list[float]]:
         means.append(mean)
         errors.append(std / math.sqrt(len(values)))
     return means, errors
+
+
+CREDIT_PREFIX = "credit/"
+# ratio -> the count it is a share of, for the pooled (count-weighted) rate over a run's batches
+POOLED = {"tie_correction_rate": "opposite_outcome_tied_pairs", "tie_share": "same_state_action_pairs"}
+
+
+def diagnostics_means(records: Sequence[Mapping]) -> dict[str, float | None]:
+    """Each ``credit/*`` value's mean over the iteration records that define it (None: never), plus
+    ``pooled_<ratio>`` for the ratios of ``POOLED``: over all batches' pairs together, so an
+    iteration with two tied pairs weighs less than one with two hundred."""
+    values: dict[str, list[float]] = {}
+    for record in records:
+        for key, value in record.items():
+            if key.startswith(CREDIT_PREFIX) and isinstance(value, (int, float)):
+                values.setdefault(key[len(CREDIT_PREFIX):], []).append(float(value))
+    means: dict[str, float | None] = {key: sum(v) / len(v) for key, v in sorted(values.items())}
+    for ratio, count in POOLED.items():
+        pairs = [(r[CREDIT_PREFIX + ratio], r[CREDIT_PREFIX + count]) for r in records
+                 if isinstance(r.get(CREDIT_PREFIX + ratio), (int, float)) and r.get(CREDIT_PREFIX + count)]
+        total = sum(n for _, n in pairs)
+        means[f"pooled_{ratio}"] = sum(rate * n for rate, n in pairs) / total if total else None
+    return means

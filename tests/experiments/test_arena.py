@@ -40,6 +40,9 @@ def test_two_contestants_deterministic_and_reward_beats_random(tmp_path, capsys)
         assert key in records[-1]
     assert (tmp_path / "a" / "curves.png").stat().st_size > 5000
     assert "| gigpo |" in (tmp_path / "a" / "table.md").read_text()
+    diagnostics = json.loads((tmp_path / "a" / "diagnostics.json").read_text())
+    assert set(diagnostics) == {"gigpo", "random"} and 0 <= diagnostics["gigpo"]["tie_share"] <= 1
+    assert "| random |" in (tmp_path / "a" / "diagnostics.md").read_text()
     # resumable: a rerun skips the finished runs and reports the same table
     _arena(tmp_path / "a", "--contestants", "gigpo", "random", "--seeds", "2")
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ran"] == 0
@@ -146,6 +149,9 @@ def test_stats_against_hand_computed_values():
         (["--game", "zork"], "unknown TextWorldExpress game 'zork'"),
         (["--update", "trpo"], "--update 'trpo'"),
         (["--contestants", "beacon"], "needs milestone flags"),
+        (["--train-tasks", "3,x"], "expected comma-separated task ids"),
+        (["--train-tasks", "3,3"], "distinct"),
+        (["--train-tasks", "3,1000"], "holds task ids 0..999"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
@@ -202,3 +208,59 @@ def test_pool_backend_plays_the_same_episodes_as_in_process():
         played = TransitionCache(PoolBackend(pool)).play(task_ids, sampling_chooser(TabularPolicy(), seeds))
     assert [e.actions for e in played] == [e.actions for e in expected]
     assert [[n.state_key for n in e.nodes] for e in played] == [[n.state_key for n in e.nodes] for e in expected]
+
+
+def test_runs_sharing_a_process_cache_learn_exactly_as_with_their_own():
+    """A worker's runs share one transition cache: the curves are those of fresh caches, with less engine work."""
+    from experiments.arena.contestants import parse_contestants
+    from experiments.arena.envs import make_env_spec
+    from experiments.arena.run import RunSettings, run_once
+
+    spec = make_env_spec("textworld_express", "coin", 15, "inprocess", 1, {})
+    contestants = parse_contestants(["gigpo", "milegpo:md"], "alfworld", {}, False)
+    settings = RunSettings(groups=2, group_size=4, tasks=2, iterations=3, reward_scale=10.0)
+
+    def curves(cache_for):
+        out = []
+        for contestant in contestants:
+            cache = cache_for()
+            out.append((run_once(contestant, 0, 1.0, settings, cache, lambda i, m: None)["success"], cache.stats.engine_steps))
+        return out
+
+    backends = []
+    fresh = curves(lambda: TransitionCache(backends.append(cli.make_backend(spec, 8)) or backends[-1]))
+    for backend in backends:
+        backend.close()
+    try:
+        shared = curves(lambda: cli._cache(spec, 8))
+    finally:
+        cli._close_backends()
+    assert [curve for curve, _ in shared] == [curve for curve, _ in fresh]
+    assert shared[0][1] == fresh[0][1] and shared[1][1] < fresh[1][1]  # the second run reuses the first's answers
+
+
+def test_train_tasks_fix_every_seeds_task_set():
+    from experiments.arena.contestants import parse_contestants
+    from experiments.arena.run import RunSettings, run_once
+
+    make = lambda: make_adapter("textworld_express", game="coin", gold_path=False, max_steps=5)  # noqa: E731
+    (contestant,) = parse_contestants(["gigpo"], "alfworld", {}, False)
+    settings = RunSettings(groups=3, group_size=2, tasks=2, train_tasks=(7, 42), iterations=2, reward_scale=10.0)
+    for seed in (0, 1):
+        cache = TransitionCache(AdapterBackend(make, 6))
+        run_once(contestant, seed, 1.0, settings, cache, lambda i, m: None)
+        assert set(cache.roots) == {7, 42}  # only the given tasks were played (G=3 > 2 tasks: drawn with replacement)
+        cache.backend.close()
+
+
+def test_diagnostics_means_skip_undefined_ratios_and_pool_by_pair_counts():
+    records = [
+        {"credit/tie_correction_rate": 0.5, "credit/opposite_outcome_tied_pairs": 2, "credit/traps": 4, "success_rate": 1.0},
+        {"credit/tie_correction_rate": None, "credit/opposite_outcome_tied_pairs": 0, "credit/traps": 2},
+        {"credit/tie_correction_rate": 1.0, "credit/opposite_outcome_tied_pairs": 6, "credit/traps": 0},
+    ]
+    means = stats.diagnostics_means(records)
+    assert means["tie_correction_rate"] == pytest.approx(0.75)  # (0.5 + 1.0) / 2: the None iteration is skipped
+    assert means["pooled_tie_correction_rate"] == pytest.approx((0.5 * 2 + 1.0 * 6) / 8)
+    assert means["traps"] == pytest.approx(2.0) and "success_rate" not in means
+    assert means["pooled_tie_share"] is None  # no same-state pair counts recorded

@@ -121,7 +121,7 @@ def test_generator_rejects_bad_arguments_clearly(alfworld_python, tmp_path):
         capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, env=alfworld_env_vars(), check=False,
     )
     assert completed.returncode == 2 and "--train must be >= 0" in completed.stderr
-    for bad in (["--room-split", "nowhere"], ["--tie-break-seeds", "-1"]):
+    for bad in (["--room-split", "nowhere"], ["--tie-break-seeds", "-1"], ["--task-types", "juggle_obj"]):
         completed = subprocess.run(
             [alfworld_python, "-m", "envs_bridge.alfworld.generate", "--out", str(tmp_path / "x"), "--train", "1", *bad],
             capture_output=True, text=True, timeout=120, cwd=REPO_ROOT, env=alfworld_env_vars(), check=False,
