@@ -10,8 +10,7 @@ rarely; padded steps, trajectories, groups and nodes are masked and receive exac
 from __future__ import annotations
 
 import dataclasses
-import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -48,24 +47,24 @@ class BatchLayout:
     def unpad(self, rows: np.ndarray) -> list[list[list[float]]]:
         """[G, K, T] padded per-step values -> nested lists per group / trajectory / step."""
         rows = np.asarray(rows, np.float64)  # exact for float32, ints and bools; tolist gives Python floats
-        trajectories, steps = rows.shape[1], rows.shape[2]
-        slots = [g * trajectories + k for g, group in enumerate(self.lengths) for k in range(len(group))]
-        flat_lengths = [length for group in self.lengths for length in group]
-        padded_lengths = np.zeros(rows.shape[0] * trajectories, np.int64)
-        padded_lengths[slots] = flat_lengths
-        # the real steps in row-major order: trajectory by trajectory, each one's steps in order
-        values = rows.reshape(-1, steps)[np.arange(steps) < padded_lengths[:, None]].tolist()
-        ends = list(itertools.accumulate(flat_lengths))
-        per_trajectory = [values[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
-        group_ends = list(itertools.accumulate(map(len, self.lengths)))
-        return [per_trajectory[begin:end] for begin, end in zip([0, *group_ends[:-1]], group_ends)]
+        return [
+            [rows[g, k, :length].tolist() for k, length in enumerate(group_lengths)]
+            for g, group_lengths in enumerate(self.lengths)
+        ]
 
     def node_values(self, values: np.ndarray, group: int) -> dict[str, float]:
         """[G, N] per-node values -> {state key: value} for one group's real nodes."""
         return {name: float(values[group, i]) for i, name in enumerate(self.node_names[group])}
 
 
-def build_batch(
+def build_batch(rollouts: Sequence[Group] | RolloutColumns, **options) -> tuple[CreditBatch, BatchLayout]:
+    """Maps rollout groups (or their pre-interned columns) to padded arrays and their layout
+    (``padded_batch``'s options)."""
+    batch, layout = padded_batch(rollouts, **options)
+    return batch, layout()
+
+
+def padded_batch(
     rollouts: Sequence[Group] | RolloutColumns,
     *,
     min_groups: int = 1,
@@ -73,8 +72,9 @@ def build_batch(
     min_steps: int = 8,
     min_nodes: int = 8,
     bucket: bool = True,
-) -> tuple[CreditBatch, BatchLayout]:
-    """Maps rollout groups (or their pre-interned columns) to padded arrays. ``bucket=False`` pads only
+) -> tuple[CreditBatch, Callable[[], BatchLayout]]:
+    """The padded arrays and a function that makes their ``BatchLayout``, so that a caller can build the
+    layout (Python tuples of names and lengths) while the estimator runs. ``bucket=False`` pads only
     to the largest size; the minima fix a floor, so that a caller can keep one shape across batches."""
     columns = rollouts if isinstance(rollouts, RolloutColumns) else columns_from_groups(rollouts)
     steps = len(columns.state)
@@ -94,11 +94,6 @@ def build_batch(
     keys[0::2], keys[1::2] = columns.state, columns.next_state
     sink_positions = 2 * row_ends[succeeded] - 1  # a successful trajectory's final next state is the sink
     node_key, group_nodes, ordered_codes = _first_appearance_ids(keys, np.repeat(row_g, 2), num_groups, sink_positions)
-    ordered_names = list(map(columns.state_names.__getitem__, ordered_codes.tolist()))
-    node_ends = np.cumsum(group_nodes).tolist()
-    node_names = tuple(
-        ("success", *ordered_names[begin:end]) for begin, end in zip([0, *node_ends[:-1]], node_ends)
-    )
     action_ids, _, _ = _first_appearance_ids(np.asarray(columns.action, np.int64), row_g, num_groups)
 
     sizes = (num_groups, int(group_sizes.max()), int(flat_lengths.max()), int(group_nodes.max()) + 1)
@@ -135,9 +130,18 @@ def build_batch(
     node_mask[:num_groups, SINK] = np.logical_or.reduceat(succeeded, np.cumsum(group_sizes) - group_sizes)
 
     batch = CreditBatch(src, dst, action, reward, valid, step_mask, traj_mask, last_state, node_mask, milestone)
-    steps_of, group_ends = flat_lengths.tolist(), np.cumsum(group_sizes).tolist()
-    lengths = tuple(tuple(steps_of[begin:end]) for begin, end in zip([0, *group_ends[:-1]], group_ends))
-    return batch, BatchLayout(lengths, node_names)
+
+    def layout() -> BatchLayout:
+        ordered_names = list(map(columns.state_names.__getitem__, ordered_codes.tolist()))
+        node_ends = np.cumsum(group_nodes).tolist()
+        node_names = tuple(
+            ("success", *ordered_names[begin:end]) for begin, end in zip([0, *node_ends[:-1]], node_ends)
+        )
+        steps_of, group_ends = flat_lengths.tolist(), np.cumsum(group_sizes).tolist()
+        lengths = tuple(tuple(steps_of[begin:end]) for begin, end in zip([0, *group_ends[:-1]], group_ends))
+        return BatchLayout(lengths, node_names)
+
+    return batch, layout
 
 
 def _first_appearance_ids(
