@@ -73,7 +73,9 @@ class EpisodeSummary:
 
 
 def _record(recorder: StepRecorder, row: StepRow) -> None:
-    recorder.record(row.group, row.trajectory, row.t, row.state, row.action, row.next_state, row.reward, row.valid, row.milestone)
+    recorder.record(
+        row.group, row.trajectory, row.t, row.state, row.action, row.next_state, row.reward, row.valid, row.milestone
+    )
 
 
 def record_rows(rows: Sequence[StepRow]) -> RecordedSteps:

@@ -108,7 +108,8 @@ def test_host_recordings_merge_without_interning_again(groups):
 def test_steps_must_be_numbered_from_zero_once_each():
     rows = [StepRow(0, 0, t, RESPONSE, f"s{t}", "a", f"s{t + 1}", 0.0, True) for t in (0, 2)]
     batch = RolloutBatch(tuple(rows), (EpisodeSummary(0, 0, False, 2, False, 0.0),))
-    with pytest.raises(ValueError, match=r"group 0 trajectory 0 does not number its steps 0, 1, \.\.\. \(step 1 has t = 2\)"):
+    message = r"group 0 trajectory 0 does not number its steps 0, 1, \.\.\. \(step 1 has t = 2\)"
+    with pytest.raises(ValueError, match=message):
         batch.credit_columns()
     twice = RolloutBatch((rows[0], rows[0]), (EpisodeSummary(0, 0, False, 2, False, 0.0),))
     with pytest.raises(ValueError, match="does not number its steps"):
