@@ -5,18 +5,24 @@ shared start state, loops, traps, 25-50 % successes; every step carries a milest
 first visit of each new state, so that BEACON has input). For each estimator it reports the median wall
 time per batch of
 
-* ``jnp``: the jitted estimator on the padded batch (after compilation; compile time separately),
-* ``end_to_end``: host batch building from the pre-interned step columns a producer records
-  (``credit/columns.py``: what the collector and the arena hand over) + the estimator + copying the
-  advantages back,
-* ``end_to_end_from_groups``: the same from ``Group`` records, i.e. including interning every state key
-  and action string (the CLI's road),
+* ``jnp``: the jitted estimator on the padded batch already on the device (after compilation;
+  compile time separately),
+* ``end_to_end``: the trainer's road from the rollout records as the collector hands them over (a
+  ``RolloutBatch``: rows in the lockstep order they were played, state keys and actions interned
+  per group as each row was recorded) to the advantages on the host: ``RolloutBatch.credit_columns``
+  (drop aborted episodes, order the steps, rows aligned with them) + ``compute_credit`` without the
+  diagnostics (padded batch, estimator, advantages back as nested lists),
+* ``host``: the host part of that alone (``credit_columns`` + ``build_batch``),
+* ``end_to_end_from_groups``: ``compute_credit`` from ``Group`` records, i.e. including interning every
+  state key and action string (the CLI's road),
 * ``reference``: ``credit/testing/reference.py`` from the same groups,
 
-and the ratios reference / jnp and reference / end_to_end, timed in interleaved rounds. Ends with one JSON line (``speedup_vs_reference`` and
-``ms_per_batch`` are MileGPO full; ``per_estimator`` has every estimator, ``targets`` whether the
-family's ≥ 10x / ≤ 5 ms and the ≤ 3 ms end-to-end targets hold). Run:
-``python -m experiments.bench.credit [--rounds 15]``.
+and the ratios reference / jnp and reference / end_to_end, timed in interleaved rounds. The interning
+the collector does while it records (outside the end-to-end figure, it overlaps the environment and
+the policy) is timed once and reported as ``record_us_per_step``. Ends with one JSON line
+(``speedup_vs_reference`` and ``ms_per_batch`` are MileGPO full; ``per_estimator`` has every
+estimator, ``targets`` whether the family's >= 10x / <= 5 ms and the <= 3 ms end-to-end targets hold).
+Run: ``python -m experiments.bench.credit [--rounds 15]``.
 """
 
 from __future__ import annotations
@@ -31,13 +37,14 @@ import time
 import jax
 import numpy as np
 
-from milegpo_jax.credit.testing import reference
+from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.batch import build_batch
-from milegpo_jax.credit.columns import columns_from_groups
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import estimate_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
+from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
+from milegpo_jax.rollout.collector import EpisodeSummary, PolicyResponse, RolloutBatch, StepRow, record_rows
 
 CASES = (
     ("grpo", None),
@@ -84,6 +91,35 @@ def with_first_visit_milestones(groups: list[Group]) -> list[Group]:
     return flagged
 
 
+def as_collected(groups: list[Group]) -> tuple[RolloutBatch, float]:
+    """The groups as ``rollout.collector.collect`` hands them over, and the seconds its per-row
+    interning took: rows in lockstep order (turn by turn, every env of the plan in order), each
+    recorded (interned) as it is appended, exactly as the collector does."""
+    response = PolicyResponse((1,), (2,), (0.0,), "")
+    rows = sorted(
+        (
+            StepRow(g, k, t, response, step.state, step.action, step.next_state, step.reward, step.valid, step.milestone)
+            for g, group in enumerate(groups)
+            for k, traj in enumerate(group.trajectories)
+            for t, step in enumerate(traj.steps)
+        ),
+        key=lambda row: (row.t, row.group, row.trajectory),
+    )
+    episodes = tuple(
+        EpisodeSummary(g, k, traj.succeeded, len(traj.steps), False, float(traj.succeeded))
+        for g, group in enumerate(groups)
+        for k, traj in enumerate(group.trajectories)
+    )
+    start = time.perf_counter()
+    recorded = record_rows(rows)
+    return RolloutBatch(tuple(rows), episodes, recorded), time.perf_counter() - start
+
+
+def _trainer_road(collected: RolloutBatch, cfg) -> list:
+    columns, _aligned = collected.credit_columns()
+    return compute_credit(columns, cfg, with_diagnostics=False).advantages
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", type=int, default=16)
@@ -94,8 +130,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     groups = with_first_visit_milestones(alfworld_like_rollouts(args.groups, args.group_size, args.max_steps, seed=args.seed))
-    columns = columns_from_groups(groups)  # interned once, as a producer does while it records the steps
-    batch, layout = build_batch(columns)
+    collected, record_s = as_collected(groups)
+    batch, layout = build_batch(collected.credit_columns()[0])
     device_batch = jax.device_put(batch)
     states = [len(names) - 1 for names in layout.node_names]
     success = np.mean([traj.succeeded for g in groups for traj in g.trajectories])
@@ -104,9 +140,13 @@ def main(argv: list[str] | None = None) -> dict:
         f"batch: {args.groups} groups x {args.group_size} rollouts, {steps} steps, "
         f"{np.mean(states):.0f} distinct states per group (min {min(states)}, max {max(states)}), "
         f"success {success:.0%}, padded shape {batch.src.shape} x {batch.node_mask.shape[-1]} nodes, "
-        f"{jax.device_count()} {jax.default_backend()} device(s)"
+        f"{jax.device_count()} {jax.default_backend()} device(s); the collector's interning "
+        f"{1e6 * record_s / steps:.2f} us per recorded step"
     )
-    print(f"{'estimator':<16}{'compile ms':>12}{'jnp ms':>10}{'e2e ms':>10}{'groups ms':>11}{'ref ms':>10}{'x (jnp)':>10}{'x (e2e)':>10}")
+    print(
+        f"{'estimator':<16}{'compile ms':>12}{'jnp ms':>10}{'e2e ms':>10}{'host ms':>9}{'groups ms':>11}{'ref ms':>10}"
+        f"{'x (jnp)':>10}{'x (e2e)':>10}"
+    )
     figures = {}
     for estimator, stage in CASES:
         cfg = make_credit_config(estimator, stage=stage)
@@ -117,8 +157,9 @@ def main(argv: list[str] | None = None) -> dict:
         medians = _interleaved_medians_ms(
             {
                 "jnp": lambda: jax.block_until_ready(estimate_advantages(device_batch, cfg)),
-                "e2e": lambda: np.asarray(estimate_advantages(build_batch(columns)[0], cfg)),
-                "groups": lambda: np.asarray(estimate_advantages(build_batch(groups)[0], cfg)),
+                "e2e": lambda: _trainer_road(collected, cfg),
+                "host": lambda: build_batch(collected.credit_columns()[0]),
+                "groups": lambda: compute_credit(groups, cfg, with_diagnostics=False).advantages,
                 "reference": lambda: reference.compute_advantages(groups, cfg),
             },
             args.rounds,
@@ -128,13 +169,14 @@ def main(argv: list[str] | None = None) -> dict:
             "compile_ms": compile_ms,
             "jnp_ms": jnp_ms,
             "end_to_end_ms": e2e_ms,
+            "host_ms": medians["host"],
             "end_to_end_from_groups_ms": medians["groups"],
             "reference_ms": ref_ms,
             "speedup": ref_ms / jnp_ms,
             "speedup_end_to_end": ref_ms / e2e_ms,
         }
         print(
-            f"{name:<16}{compile_ms:>12.0f}{jnp_ms:>10.2f}{e2e_ms:>10.2f}{medians['groups']:>11.2f}{ref_ms:>10.1f}"
+            f"{name:<16}{compile_ms:>12.0f}{jnp_ms:>10.2f}{e2e_ms:>10.2f}{medians['host']:>9.2f}{medians['groups']:>11.2f}{ref_ms:>10.1f}"
             f"{ref_ms / jnp_ms:>10.1f}{ref_ms / e2e_ms:>10.1f}"
         )
     full = figures["milegpo/full"]
@@ -152,6 +194,7 @@ def main(argv: list[str] | None = None) -> dict:
         "ms_per_batch_end_to_end": round(full["end_to_end_ms"], 3),
         "reference_ms_per_batch": round(full["reference_ms"], 2),
         "compile_ms": round(full["compile_ms"], 1),
+        "record_us_per_step": round(1e6 * record_s / steps, 3),
         "speedup_end_to_end_per_estimator": {name: round(f["speedup_end_to_end"], 2) for name, f in figures.items()},
         "ms_per_batch_end_to_end_per_estimator": {name: round(f["end_to_end_ms"], 3) for name, f in figures.items()},
         "per_estimator": {name: {k: round(v, 3) for k, v in f.items()} for name, f in figures.items()},

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from milegpo_jax.credit.batch import BatchLayout, CreditBatch, build_batch
+from milegpo_jax.credit.batch import BatchLayout, CreditBatch, padded_batch
 from milegpo_jax.credit.columns import RolloutColumns, check_columns_for
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.diagnostics import credit_diagnostics
@@ -50,8 +50,9 @@ def compute_credit(
     else:
         check_estimator_inputs(groups, cfg.estimator)
     minima = {} if pad_to is None else {"min_steps": pad_to[0], "min_nodes": pad_to[1]}
-    batch, layout = build_batch(groups, **minima)
-    advantages, ema = advantages_and_ema(batch, cfg, ema_prev)
+    batch, layout_of = padded_batch(groups, **minima)
+    advantages, ema = advantages_and_ema(batch, cfg, ema_prev)  # dispatched: runs while the host goes on
+    layout = layout_of()
     advantages = np.asarray(advantages)
     diagnostics = {}
     if with_diagnostics:

@@ -10,7 +10,7 @@ rarely; padded steps, trajectories, groups and nodes are masked and receive exac
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -46,9 +46,9 @@ class BatchLayout:
 
     def unpad(self, rows: np.ndarray) -> list[list[list[float]]]:
         """[G, K, T] padded per-step values -> nested lists per group / trajectory / step."""
-        rows = np.asarray(rows)
+        rows = np.asarray(rows, np.float64)  # exact for float32, ints and bools; tolist gives Python floats
         return [
-            [[float(v) for v in rows[g, k, :length]] for k, length in enumerate(group_lengths)]
+            [rows[g, k, :length].tolist() for k, length in enumerate(group_lengths)]
             for g, group_lengths in enumerate(self.lengths)
         ]
 
@@ -57,7 +57,14 @@ class BatchLayout:
         return {name: float(values[group, i]) for i, name in enumerate(self.node_names[group])}
 
 
-def build_batch(
+def build_batch(rollouts: Sequence[Group] | RolloutColumns, **options) -> tuple[CreditBatch, BatchLayout]:
+    """Maps rollout groups (or their pre-interned columns) to padded arrays and their layout
+    (``padded_batch``'s options)."""
+    batch, layout = padded_batch(rollouts, **options)
+    return batch, layout()
+
+
+def padded_batch(
     rollouts: Sequence[Group] | RolloutColumns,
     *,
     min_groups: int = 1,
@@ -65,8 +72,9 @@ def build_batch(
     min_steps: int = 8,
     min_nodes: int = 8,
     bucket: bool = True,
-) -> tuple[CreditBatch, BatchLayout]:
-    """Maps rollout groups (or their pre-interned columns) to padded arrays. ``bucket=False`` pads only
+) -> tuple[CreditBatch, Callable[[], BatchLayout]]:
+    """The padded arrays and a function that makes their ``BatchLayout``, so that a caller can build the
+    layout (Python tuples of names and lengths) while the estimator runs. ``bucket=False`` pads only
     to the largest size; the minima fix a floor, so that a caller can keep one shape across batches."""
     columns = rollouts if isinstance(rollouts, RolloutColumns) else columns_from_groups(rollouts)
     steps = len(columns.state)
@@ -84,15 +92,9 @@ def build_batch(
     # s_0, s_1 of step 0, s_1, s_2 of step 1, ...: the order of first appearance that numbers the nodes
     keys = np.empty(2 * steps, np.int64)
     keys[0::2], keys[1::2] = columns.state, columns.next_state
-    is_sink = np.zeros(2 * steps, bool)
-    is_sink[2 * row_ends[succeeded] - 1] = True  # a successful trajectory's final next state is the sink
-    node_key, group_nodes, ordered_codes = _first_appearance_ids(keys, np.repeat(row_g, 2), ~is_sink, num_groups)
-    ordered_names = list(map(columns.state_names.__getitem__, ordered_codes.tolist()))
-    node_ends = np.cumsum(group_nodes).tolist()
-    node_names = tuple(
-        ("success", *ordered_names[begin:end]) for begin, end in zip([0, *node_ends[:-1]], node_ends)
-    )
-    action_ids, _, _ = _first_appearance_ids(np.asarray(columns.action, np.int64), row_g, np.ones(steps, bool), num_groups)
+    sink_positions = 2 * row_ends[succeeded] - 1  # a successful trajectory's final next state is the sink
+    node_key, group_nodes, ordered_codes = _first_appearance_ids(keys, np.repeat(row_g, 2), num_groups, sink_positions)
+    action_ids, _, _ = _first_appearance_ids(np.asarray(columns.action, np.int64), row_g, num_groups)
 
     sizes = (num_groups, int(group_sizes.max()), int(flat_lengths.max()), int(group_nodes.max()) + 1)
     minima = (min_groups, min_trajectories, min_steps, min_nodes)
@@ -100,7 +102,9 @@ def build_batch(
 
     row_k = np.repeat(traj_in_group, flat_lengths)
     row_t = np.arange(steps) - np.repeat(row_starts, flat_lengths)
-    nodes = np.where(is_sink, SINK, node_key + 1).reshape(-1, 2)
+    nodes = node_key + 1
+    nodes[sink_positions] = SINK
+    nodes = nodes.reshape(-1, 2)
 
     flat_row = (row_g * K + row_k) * T + row_t
 
@@ -126,28 +130,44 @@ def build_batch(
     node_mask[:num_groups, SINK] = np.logical_or.reduceat(succeeded, np.cumsum(group_sizes) - group_sizes)
 
     batch = CreditBatch(src, dst, action, reward, valid, step_mask, traj_mask, last_state, node_mask, milestone)
-    lengths = tuple(tuple(row) for row in np.split(flat_lengths, np.cumsum(group_sizes)[:-1]))
-    return batch, BatchLayout(tuple(tuple(map(int, row)) for row in lengths), node_names)
+
+    def layout() -> BatchLayout:
+        ordered_names = list(map(columns.state_names.__getitem__, ordered_codes.tolist()))
+        node_ends = np.cumsum(group_nodes).tolist()
+        node_names = tuple(
+            ("success", *ordered_names[begin:end]) for begin, end in zip([0, *node_ends[:-1]], node_ends)
+        )
+        steps_of, group_ends = flat_lengths.tolist(), np.cumsum(group_sizes).tolist()
+        lengths = tuple(tuple(steps_of[begin:end]) for begin, end in zip([0, *group_ends[:-1]], group_ends))
+        return BatchLayout(lengths, node_names)
+
+    return batch, layout
 
 
 def _first_appearance_ids(
-    codes: np.ndarray, group: np.ndarray, keep: np.ndarray, num_groups: int
+    codes: np.ndarray, group: np.ndarray, num_groups: int, skip: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-group dense ids of ``codes`` in order of first appearance (positions are group-major).
 
-    Returns (id of every position, 0 where not ``keep``; distinct codes per group; the distinct codes of
-    all groups in id order). One sort of (group, code, position) packed into an int64 replaces a dict
-    per group: each run of equal (group, code) starts at its first position."""
-    span, size = int(codes.max(initial=0)) + 1, len(codes)
-    positions = np.flatnonzero(keep)
-    key, where = np.divmod(np.sort((group[positions] * span + codes[positions]) * size + positions), size)
-    starts = np.ones(len(key), bool)
-    np.not_equal(key[1:], key[:-1], out=starts[1:])
-    unique = key[starts]
-    by_appearance = np.argsort(where[starts], kind="stable")  # group-major, then first appearance
-    counts = np.bincount(unique // span, minlength=num_groups)
-    rank = np.empty(len(unique), np.int64)
-    rank[by_appearance] = np.arange(len(unique)) - np.repeat(np.cumsum(counts) - counts, counts)
-    ids = np.zeros(size, np.int64)
-    ids[where] = rank[np.cumsum(starts) - 1]
-    return ids, counts, unique[by_appearance] % span
+    Returns (id of every position, 0 at the ``skip`` positions; distinct codes per group; the distinct
+    codes of all groups in id order). Linear in the positions, no sort of them: ``np.minimum.at`` finds
+    the first position of every (group, code) in a dense table (the skipped positions go to one extra
+    slot that is then forgotten), and those first positions in ascending order are the ids, counted
+    from each group's first."""
+    size = len(codes)
+    span = int(codes.max(initial=0)) + 1
+    key = group * span + codes
+    trash = num_groups * span  # the last slot
+    if skip is not None:
+        key[skip] = trash
+    if trash > 4 * size + 4096:  # sparse codes: a table of the distinct keys only (the trash slot stays last)
+        _, key = np.unique(key, return_inverse=True)
+        trash = int(key.max(initial=0)) if skip is not None and len(skip) else int(key.max(initial=0)) + 1
+    first = np.full(trash + 1, size, np.int64)
+    np.minimum.at(first, key, np.arange(size))
+    first[trash] = size
+    first_positions = np.sort(first[first < size])
+    counts = np.bincount(group[first_positions], minlength=num_groups)
+    rank = np.zeros(trash + 1, np.int64)
+    rank[key[first_positions]] = np.arange(len(first_positions)) - np.repeat(np.cumsum(counts) - counts, counts)
+    return rank[key], counts, codes[first_positions]

@@ -1,21 +1,29 @@
 """Rollouts as flat, pre-interned integer columns: the fast road from recorded steps to a padded batch.
 
 Interning strings is the slow part of batch building (a dict lookup per state key on the host), so a
-producer that records steps one at a time (the rollout collector, the arena) interns each state key
-and action when it records the step, with a ``KeyInterner`` it keeps. ``RolloutColumns`` then holds
-one integer code per step field plus the reward, validity and milestone columns, and
-``batch.build_batch`` turns them into the padded arrays with vectorised numpy only.
+producer that records steps one at a time interns each state key and action when it records the step:
+the rollout collector with a ``StepRecorder`` (codes per group, see below), the arena with one
+``KeyInterner`` per run. ``RolloutColumns`` then holds one integer code per step field plus the
+reward, validity and milestone columns, and ``batch.build_batch`` turns them into the padded arrays
+with vectorised numpy only (docs/credit.md §10.1).
 
-Codes are global to the interner; the per-group node ids of docs/credit.md §1.1 (sink 0, real states
-in order of first appearance within the group) are derived from them in ``batch.py``, so the batch
-equals the one built from the same rollouts as ``Group`` records.
+The per-group node ids of docs/credit.md §1.1 (sink 0, real states in order of first appearance
+within the group) are derived from the codes in ``batch.py``, so the batch does not depend on how the
+codes were numbered and equals the one built from the same rollouts as ``Group`` records.
+
+``StepRecorder`` numbers the state keys and actions of each group on their own, in the order the
+group's steps are recorded. A group is played on one host and its steps are recorded in the same order
+wherever it is played, so its codes do not depend on the host, nor on which other groups the host
+played: the recordings of several hosts (or of several evaluation passes) merge by renumbering their
+groups (``RecordedSteps.regrouped`` / ``concatenate``), without interning anything again.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import operator
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 import numpy as np
 
@@ -56,7 +64,7 @@ class RolloutColumns:
     """Every step of a batch of groups, trajectory-major (group 0's trajectory 0 first, its steps in order).
 
     ``state``/``next_state`` index ``state_names``; ``action`` codes only need to be equal for equal
-    actions. ``milestone`` is 1/0 for the env's flag, ``UNRECORDED`` where it was not detected."""
+    actions of a group. ``milestone`` is 1/0 for the env's flag, ``UNRECORDED`` where it was not detected."""
 
     state: np.ndarray  # int [S]
     next_state: np.ndarray  # int [S]
@@ -97,6 +105,142 @@ class RolloutColumns:
         trajectory = int(np.searchsorted(ends, step, side="right"))
         g, k = self.trajectory_place(trajectory)
         return f"groups[{g}].trajectories[{k}].steps[{step - int(ends[trajectory] - self.lengths[trajectory])}]"
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class RecordedSteps:
+    """Steps in the order a producer recorded them, state keys and actions interned per group.
+
+    ``state``/``next_state`` index the group's table ``state_names[group]``; ``action`` codes count the
+    group's distinct actions. ``milestone`` as in ``RolloutColumns``."""
+
+    group: np.ndarray  # int64 [R]
+    trajectory: np.ndarray  # int64 [R] rollout index k within the group
+    t: np.ndarray  # int64 [R] step index within the trajectory
+    state: np.ndarray  # int64 [R]
+    next_state: np.ndarray  # int64 [R]
+    action: np.ndarray  # int64 [R]
+    reward: np.ndarray  # float64 [R]
+    valid: np.ndarray  # bool [R]
+    milestone: np.ndarray  # int8 [R]
+    state_names: dict[int, tuple[str, ...]]  # group -> code -> canonical state key
+
+    def __len__(self) -> int:
+        return len(self.group)
+
+    def regrouped(self, new_group: Callable[[int], int]) -> RecordedSteps:
+        """The same steps with every group ``g`` renumbered ``new_group(g)`` (codes stay valid: they are per group)."""
+        mapping = np.zeros(max(self.state_names, default=-1) + 1, np.int64)
+        for group in self.state_names:
+            mapping[group] = new_group(group)
+        names = {int(mapping[group]): table for group, table in self.state_names.items()}
+        return dataclasses.replace(self, group=mapping[self.group], state_names=names)
+
+    @staticmethod
+    def concatenate(parts: Sequence[RecordedSteps]) -> RecordedSteps:
+        """One recording of the steps of ``parts`` (whose groups must be distinct), in the order given."""
+        names: dict[int, tuple[str, ...]] = {}
+        for part in parts:
+            if names.keys() & part.state_names.keys():
+                raise ValueError(f"recorded steps: group {min(names.keys() & part.state_names.keys())} is in two parts")
+            names.update(part.state_names)
+        arrays = {
+            field.name: np.concatenate([getattr(part, field.name) for part in parts])
+            for field in dataclasses.fields(RecordedSteps)
+            if field.name != "state_names"
+        }
+        return RecordedSteps(**arrays, state_names=names)
+
+    def training_order(self, dropped: Collection[tuple[int, int]] = ()) -> np.ndarray:
+        """Indices of the recorded steps in (group, trajectory, t) order, without the ``dropped``
+        (group, trajectory) episodes."""
+        return self._episode_order(dropped)[0]
+
+    def columns(self, dropped: Collection[tuple[int, int]] = ()) -> tuple[RolloutColumns, np.ndarray]:
+        """The columns of every episode but the ``dropped`` ones (``training_order``), and that order:
+        entry i of the columns is recorded step ``order[i]``. State codes become global by offsetting
+        each group's table by the sizes of the tables before it."""
+        order, steps_per_slot = self._episode_order(dropped)
+        played = steps_per_slot > 0  # [group, trajectory slot]
+        group_sizes = played.sum(axis=1)
+        present = np.flatnonzero(group_sizes)
+        tables = [self.state_names[g] for g in present.tolist()]
+        table_sizes = np.fromiter(map(len, tables), np.int64, len(tables))
+        offset = np.zeros(len(group_sizes), np.int64)
+        offset[present] = np.cumsum(table_sizes) - table_sizes
+        shift = offset[self.group]
+        columns = RolloutColumns(
+            state=(self.state + shift)[order],
+            next_state=(self.next_state + shift)[order],
+            action=self.action[order],
+            reward=self.reward[order],
+            valid=self.valid[order],
+            milestone=self.milestone[order],
+            lengths=steps_per_slot[played],
+            group_sizes=group_sizes[present],
+            state_names=list(itertools.chain.from_iterable(tables)),
+        )
+        return columns, order
+
+    def _episode_order(self, dropped: Collection[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+        """(the kept steps in (group, trajectory, t) order, steps per [group, trajectory] slot). A
+        counting sort: each step's place is its episode's start plus its ``t``, so every kept episode
+        must number its steps 0, 1, ... (each once)."""
+        span = int(self.trajectory.max(initial=0)) + 1
+        slots = (int(self.group.max(initial=0)) + 1) * span
+        episode = self.group * span + self.trajectory
+        steps = None
+        if dropped:
+            keys = np.array([group * span + trajectory for group, trajectory in dropped], np.int64)
+            steps = np.flatnonzero(~np.isin(episode, keys))
+            episode = episode[steps]
+        t = self.t if steps is None else self.t[steps]
+        lengths = np.bincount(episode, minlength=slots)
+        place = (np.cumsum(lengths) - lengths)[episode] + t
+        order = np.full(len(episode), -1, np.int64)
+        bad = (t < 0) | (t >= lengths[episode])
+        if not bad.any():
+            order[place] = np.arange(len(episode)) if steps is None else steps
+            if order.min(initial=0) >= 0:  # every place filled once: no t repeated
+                return order, lengths.reshape(-1, span)
+        at = np.flatnonzero(bad)[0] if bad.any() else np.flatnonzero(np.bincount(place)[place] > 1)[0]
+        step = int(at if steps is None else steps[at])
+        raise ValueError(
+            f"recorded steps: group {self.group[step]} trajectory {self.trajectory[step]} does not number "
+            f"its steps 0, 1, ... (step {step} has t = {self.t[step]})"
+        )
+
+
+class StepRecorder:
+    """Interns each step's state keys and action as a producer records it, with one table per group."""
+
+    def __init__(self):
+        self._states: dict[int, KeyInterner] = {}
+        self._actions: dict[int, KeyInterner] = {}
+        self._steps: list[tuple] = []
+
+    def record(
+        self, group: int, trajectory: int, t: int, state: str, action: str, next_state: str,
+        reward: float, valid: bool, milestone: bool | None,
+    ) -> None:
+        states = self._states.get(group)
+        if states is None:
+            states = self._states[group] = KeyInterner()
+            self._actions[group] = KeyInterner()
+        self._steps.append((
+            group, trajectory, t, states(state), states(next_state), self._actions[group](action),
+            reward, valid, _MILESTONE_CODES[milestone],
+        ))
+
+    def finish(self) -> RecordedSteps:
+        fields = list(zip(*self._steps)) if self._steps else [()] * 9
+        return RecordedSteps(
+            *(np.array(values, np.int64) for values in fields[:6]),
+            reward=np.array(fields[6], np.float64),
+            valid=np.array(fields[7], bool),
+            milestone=np.array(fields[8], np.int8),
+            state_names={group: tuple(interner.names) for group, interner in self._states.items()},
+        )
 
 
 def columns_from_groups(groups: Sequence[Group]) -> RolloutColumns:

@@ -17,7 +17,7 @@ import numpy as np
 
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
-from milegpo_jax.credit.columns import UNRECORDED, KeyInterner, RolloutColumns
+from milegpo_jax.credit.columns import RecordedSteps, RolloutColumns, StepRecorder
 from milegpo_jax.credit.rollouts import Group, Step, Trajectory
 from milegpo_jax.rollout.prompts import HistoryEntry, build_prompt, project_actions
 
@@ -72,28 +72,47 @@ class EpisodeSummary:
     task_type: str | None = None  # the env's info["task_type"] at reset (ALFWorld's six types), if any
 
 
+def _record(recorder: StepRecorder, row: StepRow) -> None:
+    recorder.record(
+        row.group, row.trajectory, row.t, row.state, row.action, row.next_state, row.reward, row.valid, row.milestone
+    )
+
+
+def record_rows(rows: Sequence[StepRow]) -> RecordedSteps:
+    """The recording ``collect`` makes as it plays, for rows assembled otherwise (tests, tools)."""
+    recorder = StepRecorder()
+    for row in rows:
+        _record(recorder, row)
+    return recorder.finish()
+
+
 @dataclasses.dataclass(frozen=True)
 class RolloutBatch:
     rows: tuple[StepRow, ...]
     episodes: tuple[EpisodeSummary, ...]
+    # the rows' credit fields, state keys and actions interned per group as the collector recorded them
+    # (credit/columns.py); recorded from ``rows`` when not given
+    recorded: RecordedSteps | None = dataclasses.field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.recorded is None:
+            object.__setattr__(self, "recorded", record_rows(self.rows))
+        elif len(self.recorded) != len(self.rows):
+            raise ValueError(f"rollout batch: {len(self.recorded)} recorded steps for {len(self.rows)} rows")
+
+    def _aborted(self) -> set[tuple[int, int]]:
+        return {(e.group, e.trajectory) for e in self.episodes if e.aborted}
 
     def training_rows(self) -> list[StepRow]:
         """Rows of the episodes that were not aborted, in (group, trajectory, t) order."""
-        aborted = {(e.group, e.trajectory) for e in self.episodes if e.aborted}
-        return sorted(
-            (row for row in self.rows if (row.group, row.trajectory) not in aborted),
-            key=lambda row: (row.group, row.trajectory, row.t),
-        )
+        return self._rows_in(self.recorded.training_order(self._aborted()))
+
+    def _rows_in(self, order: np.ndarray) -> list[StepRow]:
+        return np.fromiter(self.rows, object, len(self.rows))[order].tolist()
 
     def aligned_rows(self) -> list[list[list[StepRow]]]:
         """Rows per credit group, per trajectory, per step (aborted episodes dropped, empty groups skipped)."""
-        by_episode: dict[tuple[int, int], list[StepRow]] = {}
-        for row in self.training_rows():
-            by_episode.setdefault((row.group, row.trajectory), []).append(row)
-        return [
-            [rows for (group, _), rows in sorted(by_episode.items()) if group == g]
-            for g in sorted({group for group, _ in by_episode})
-        ]
+        return self.credit_columns()[1]
 
     def credit_groups(self) -> tuple[list[Group], list[list[list[StepRow]]]]:
         """Credit-engine groups and, aligned with them, the rows of every step, so advantages map back to rows."""
@@ -108,23 +127,14 @@ class RolloutBatch:
         return groups, aligned
 
     def credit_columns(self) -> tuple[RolloutColumns, list[list[list[StepRow]]]]:
-        """``credit_groups`` as pre-interned step columns (credit/columns.py): the same padded batch,
-        built with vectorised numpy and without a record per step."""
-        aligned = self.aligned_rows()
-        rows = [row for episodes in aligned for trajectory in episodes for row in trajectory]
-        interner = KeyInterner()
-        states = interner.many([r.state for r in rows] + [r.next_state for r in rows])
-        columns = RolloutColumns(
-            state=states[: len(rows)],
-            next_state=states[len(rows) :],
-            action=KeyInterner().many([r.action for r in rows]),
-            reward=np.array([r.reward for r in rows], np.float64),
-            valid=np.array([r.valid for r in rows], bool),
-            milestone=np.array([UNRECORDED if r.milestone is None else int(r.milestone) for r in rows], np.int8),
-            lengths=np.array([len(trajectory) for episodes in aligned for trajectory in episodes], np.int64),
-            group_sizes=np.array([len(episodes) for episodes in aligned], np.int64),
-            state_names=interner.names,
-        )
+        """``credit_groups`` as the pre-interned step columns of the recording (credit/columns.py): the
+        same padded batch, without touching a string or a record per step, and the rows aligned with them."""
+        columns, order = self.recorded.columns(self._aborted())
+        rows = self._rows_in(order)
+        ends = np.cumsum(columns.lengths).tolist()
+        trajectories = [rows[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
+        group_ends = np.cumsum(columns.group_sizes).tolist()
+        aligned = [trajectories[begin:end] for begin, end in zip([0, *group_ends[:-1]], group_ends)]
         return columns, aligned
 
     def metrics(self) -> dict[str, float]:
@@ -156,23 +166,25 @@ def merge_host_batches(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     its groups ``0, 1, 2, ...``; the merged batch numbers them back to their place in the plan.
     """
     hosts = len(batches)
-    rows, episodes = [], []
+    rows, episodes, recorded = [], [], []
     for host, batch in enumerate(batches):
         rows += [dataclasses.replace(r, group=host + r.group * hosts) for r in batch.rows]
         episodes += [dataclasses.replace(e, group=host + e.group * hosts) for e in batch.episodes]
-    return RolloutBatch(tuple(rows), tuple(episodes))
+        recorded.append(batch.recorded.regrouped(lambda group, host=host: host + group * hosts))
+    return RolloutBatch(tuple(rows), tuple(episodes), RecordedSteps.concatenate(recorded))
 
 
 def merge_passes(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     """One batch from consecutive passes over disjoint task lists (their groups numbered on)."""
     if len(batches) == 1:
         return batches[0]
-    rows, episodes, offset = [], [], 0
+    rows, episodes, recorded, offset = [], [], [], 0
     for batch in batches:
         rows += [dataclasses.replace(r, group=r.group + offset) for r in batch.rows]
         episodes += [dataclasses.replace(e, group=e.group + offset) for e in batch.episodes]
+        recorded.append(batch.recorded.regrouped(lambda group, offset=offset: group + offset))
         offset += 1 + max((e.group for e in batch.episodes), default=-1)
-    return RolloutBatch(tuple(rows), tuple(episodes))
+    return RolloutBatch(tuple(rows), tuple(episodes), RecordedSteps.concatenate(recorded))
 
 
 def collect(
@@ -200,6 +212,7 @@ def collect(
     score = [0.0] * len(replies)
     steps = [0] * len(replies)
     rows: list[StepRow] = []
+    recorder = StepRecorder()  # interns each row's state keys and action as it is recorded
     for turn in range(max_steps):
         indices = [i for i, is_active in enumerate(active) if is_active]
         if not indices:
@@ -225,20 +238,20 @@ def collect(
                 aborted[i], active[i] = True, False
                 continue
             result = reply.result
-            rows.append(
-                StepRow(
-                    group=i // size,
-                    trajectory=i % size,
-                    t=steps[i],
-                    response=response,
-                    state=current[i].state_key,
-                    action=action,
-                    next_state=result.state_key,
-                    reward=result.reward * reward_scale,
-                    valid=valid,
-                    milestone=_milestone_flag(result.info),
-                )
+            row = StepRow(
+                group=i // size,
+                trajectory=i % size,
+                t=steps[i],
+                response=response,
+                state=current[i].state_key,
+                action=action,
+                next_state=result.state_key,
+                reward=result.reward * reward_scale,
+                valid=valid,
+                milestone=_milestone_flag(result.info),
             )
+            rows.append(row)
+            _record(recorder, row)
             history[i].append(HistoryEntry(current[i].observation, action))
             current[i] = result
             steps[i] += 1
@@ -249,4 +262,4 @@ def collect(
         EpisodeSummary(i // size, i % size, won[i], steps[i], aborted[i], score[i], task_types[i])
         for i in range(len(replies))
     )
-    return RolloutBatch(tuple(rows), episodes)
+    return RolloutBatch(tuple(rows), episodes, recorder.finish())

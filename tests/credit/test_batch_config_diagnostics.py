@@ -9,6 +9,7 @@ import pytest
 
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.batch import SINK, build_batch, bucket_size
+from milegpo_jax.credit.columns import RolloutColumns
 from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.rollouts import make_group
@@ -37,6 +38,56 @@ def test_batch_maps_states_to_dense_ids_with_the_sink_first():
         [[0, 1, 2], [4, 5, 6, 7], [8, 9, 10], [12, 13, 14]],
         [[16, 17, 18], [20, 21, 22], [24, 25, 26]],
     ]
+
+
+def _ids_by_first_sight(columns: RolloutColumns) -> tuple[list, list, list, list]:
+    """docs/credit.md §1.1 spelled out with a dict per group: node ids (sink 0, then states in order of
+    first appearance, s_t before s_t+1) and action ids, per step, trajectory-major; the node names."""
+    src, dst, action, names = [], [], [], []
+    step = trajectory = 0
+    for size in columns.group_sizes:
+        nodes, actions = {}, {}
+        for _ in range(size):
+            length = columns.lengths[trajectory]
+            success = sum(columns.reward[step : step + length]) > 0.0
+            for t in range(length):
+                key = nodes.setdefault(columns.state[step], len(nodes) + 1)
+                final_sink = success and t == length - 1
+                src.append(key)
+                dst.append(SINK if final_sink else nodes.setdefault(columns.next_state[step], len(nodes) + 1))
+                action.append(actions.setdefault(columns.action[step], len(actions)))
+                step += 1
+            trajectory += 1
+        names.append(("success", *(columns.state_names[code] for code in nodes)))
+    return src, dst, action, names
+
+
+@pytest.mark.parametrize("code_span", [3, 40, 10**7])  # 10**7: codes too sparse for a dense table
+def test_batch_ids_follow_first_appearance_per_group(code_span):
+    rng = np.random.default_rng(code_span)
+    for _ in range(20):
+        group_sizes = rng.integers(1, 4, rng.integers(1, 5))
+        lengths = rng.integers(1, 7, group_sizes.sum())
+        steps = int(lengths.sum())
+        state_names = _NamesOf()
+        columns = RolloutColumns(
+            state=rng.integers(0, code_span, steps), next_state=rng.integers(0, code_span, steps),
+            action=rng.integers(0, code_span, steps), reward=np.where(rng.random(steps) < 0.2, 10.0, 0.0),
+            valid=rng.random(steps) < 0.9, milestone=rng.integers(-1, 2, steps).astype(np.int8),
+            lengths=lengths, group_sizes=group_sizes, state_names=state_names,
+        )
+        batch, layout = build_batch(columns)
+        src, dst, action, names = _ids_by_first_sight(columns)
+        mask = batch.step_mask
+        assert (batch.src[mask].tolist(), batch.dst[mask].tolist(), batch.action[mask].tolist()) == (src, dst, action)
+        assert list(layout.node_names) == names
+
+
+class _NamesOf(dict):
+    """code -> name for any code (the random columns above draw codes up to 10**7)."""
+
+    def __getitem__(self, code):
+        return f"s{code}"
 
 
 def test_batch_without_buckets_and_with_minimum_sizes():
