@@ -44,7 +44,8 @@ from milegpo_jax.credit.estimators import estimate_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
-from milegpo_jax.rollout.collector import EpisodeSummary, PolicyResponse, RolloutBatch, StepRow, record_rows
+from milegpo_jax.credit.testing.lockstep import lockstep_rows
+from milegpo_jax.rollout.collector import RolloutBatch, record_rows
 
 CASES = (
     ("grpo", None),
@@ -95,21 +96,7 @@ def as_collected(groups: list[Group]) -> tuple[RolloutBatch, float]:
     """The groups as ``rollout.collector.collect`` hands them over, and the seconds its per-row
     interning took: rows in lockstep order (turn by turn, every env of the plan in order), each
     recorded (interned) as it is appended, exactly as the collector does."""
-    response = PolicyResponse((1,), (2,), (0.0,), "")
-    rows = sorted(
-        (
-            StepRow(g, k, t, response, step.state, step.action, step.next_state, step.reward, step.valid, step.milestone)
-            for g, group in enumerate(groups)
-            for k, traj in enumerate(group.trajectories)
-            for t, step in enumerate(traj.steps)
-        ),
-        key=lambda row: (row.t, row.group, row.trajectory),
-    )
-    episodes = tuple(
-        EpisodeSummary(g, k, traj.succeeded, len(traj.steps), False, float(traj.succeeded))
-        for g, group in enumerate(groups)
-        for k, traj in enumerate(group.trajectories)
-    )
+    rows, episodes = lockstep_rows(groups)
     start = time.perf_counter()
     recorded = record_rows(rows)
     return RolloutBatch(tuple(rows), episodes, recorded), time.perf_counter() - start

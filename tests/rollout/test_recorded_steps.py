@@ -11,36 +11,14 @@ import pytest
 
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.rollouts import Group, Trajectory
+from milegpo_jax.credit.testing.lockstep import PLACEHOLDER_RESPONSE, lockstep_rows
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
-from milegpo_jax.rollout.collector import (
-    EpisodeSummary,
-    PolicyResponse,
-    RolloutBatch,
-    StepRow,
-    merge_host_batches,
-    record_rows,
-)
-
-RESPONSE = PolicyResponse((1,), (2,), (0.0,), "")
+from milegpo_jax.rollout.collector import EpisodeSummary, RolloutBatch, StepRow, merge_host_batches, record_rows
 
 
 def _lockstep(groups: list[Group], aborted: frozenset = frozenset()) -> RolloutBatch:
     """The rows of ``groups`` in the order the collector appends them (turn by turn, env by env)."""
-    rows = sorted(
-        (
-            StepRow(g, k, t, RESPONSE, s.state, s.action, s.next_state, s.reward, s.valid, s.milestone)
-            for g, group in enumerate(groups)
-            for k, traj in enumerate(group.trajectories)
-            for t, s in enumerate(traj.steps)
-        ),
-        key=lambda row: (row.t, row.group, row.trajectory),
-    )
-    episodes = tuple(
-        EpisodeSummary(g, k, traj.succeeded, len(traj.steps), (g, k) in aborted, 0.0)
-        for g, group in enumerate(groups)
-        for k, traj in enumerate(group.trajectories)
-    )
-    return RolloutBatch(tuple(rows), episodes)
+    return RolloutBatch(*lockstep_rows(groups, aborted))
 
 
 def _assert_same_batch(columns, groups: list[Group]) -> None:
@@ -106,7 +84,7 @@ def test_host_recordings_merge_without_interning_again(groups):
 
 
 def test_steps_must_be_numbered_from_zero_once_each():
-    rows = [StepRow(0, 0, t, RESPONSE, f"s{t}", "a", f"s{t + 1}", 0.0, True) for t in (0, 2)]
+    rows = [StepRow(0, 0, t, PLACEHOLDER_RESPONSE, f"s{t}", "a", f"s{t + 1}", 0.0, True) for t in (0, 2)]
     batch = RolloutBatch(tuple(rows), (EpisodeSummary(0, 0, False, 2, False, 0.0),))
     message = r"group 0 trajectory 0 does not number its steps 0, 1, \.\.\. \(step 1 has t = 2\)"
     with pytest.raises(ValueError, match=message):
