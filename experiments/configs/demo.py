@@ -13,9 +13,9 @@ and an action). The learning rate suits a small model freshly warm-started, not 
 Measured on 2026-12-01 with the packed, block-causal train step: held-out success on 128 dev seeds
 at T=1.0 (the sampling temperature; see ``eval_temperature`` below), warm start -> iteration 10 ->
 iteration 20: seed 0 0.523 -> 0.672 -> 0.680 (+0.157), seed 1 0.469 -> 0.672 -> 0.750 (+0.281); ten
-more iterations gave 0.703 and 0.719. Wall time: seed 0 588 s (2 cores, with a niced test run beside it). The earlier figures at T=0.4 (seed 0
-0.633 -> 0.688, seed 1 0.641 -> 0.664 after 30 iterations) measured the near-greedy policy, which RL at
-T=1.0 barely moves.
+more iterations gave 0.703 and 0.719. Wall time 588 s and 591 s on 2 cores (a niced test run beside
+them). The earlier figures at T=0.4 (seed 0 0.633 -> 0.688, seed 1 0.641 -> 0.664 after 30
+iterations) measured the near-greedy policy, which RL at T=1.0 barely moves.
 """
 
 import ml_collections
