@@ -44,8 +44,8 @@ from milegpo_jax.credit.estimators import estimate_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
-from milegpo_jax.credit.testing.lockstep import lockstep_rows
 from milegpo_jax.rollout.collector import RolloutBatch, record_rows
+from milegpo_jax.rollout.lockstep import lockstep_rows
 
 CASES = (
     ("grpo", None),

@@ -11,9 +11,9 @@ import pytest
 
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.rollouts import Group, Trajectory
-from milegpo_jax.credit.testing.lockstep import PLACEHOLDER_RESPONSE, lockstep_rows
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
 from milegpo_jax.rollout.collector import EpisodeSummary, RolloutBatch, StepRow, merge_host_batches, record_rows
+from milegpo_jax.rollout.lockstep import PLACEHOLDER_RESPONSE, lockstep_rows
 
 
 def _lockstep(groups: list[Group], aborted: frozenset = frozenset()) -> RolloutBatch:

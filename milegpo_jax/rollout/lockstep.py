@@ -1,5 +1,6 @@
-"""``Group`` records as the collector hands them over: a ``RolloutBatch`` whose rows come in lockstep
-order (turn by turn, every env of the plan in order), for tests and the credit benchmark."""
+"""``Group`` records (the credit engine's) as the collector hands them over: the rows and episodes of
+a ``RolloutBatch`` in lockstep order (turn by turn, every env of the plan in order), for tests and the
+credit benchmark. It lives here, not in ``credit/testing``, because credit imports nothing of rollout/."""
 
 from __future__ import annotations
 
