@@ -95,13 +95,16 @@ def markdown_table(title: str, results: Mapping[str, Mapping]) -> str:
 
 
 def plot_curves(path: Path, title: str, curves: Mapping[str, Sequence[Sequence[float]]], ylabel: str) -> None:
-    """One line per contestant: mean over seeds with a ± standard error band."""
+    """One line per contestant: mean over seeds with a ± standard error band. The colour cycle has ten
+    colours, so contestants past the tenth reuse them with another line style (``--all`` has twelve)."""
     figure, axis = plt.subplots(figsize=(6.4, 4.0), dpi=90)
-    for name, runs in curves.items():
+    colours = plt.get_cmap("tab10").colors
+    for index, (name, runs) in enumerate(curves.items()):
         mean, error = stats.band(runs)
         x = range(1, len(mean) + 1)
-        (line,) = axis.plot(x, mean, label=name, linewidth=1.4)
-        axis.fill_between(x, [m - e for m, e in zip(mean, error)], [m + e for m, e in zip(mean, error)], color=line.get_color(), alpha=0.18)
+        colour, style = colours[index % len(colours)], ("-", "--", ":")[index // len(colours) % 3]
+        axis.plot(x, mean, label=name, linewidth=1.4, color=colour, linestyle=style)
+        axis.fill_between(x, [m - e for m, e in zip(mean, error)], [m + e for m, e in zip(mean, error)], color=colour, alpha=0.18)
     axis.set_xlabel("iteration")
     axis.set_ylabel(ylabel)
     axis.set_ylim(-0.02, 1.02)
