@@ -294,7 +294,13 @@ class EnvPool:
                 return
             self._closed = True
         servers = self._servers
-        stops = [self._executor.submit(server.process.stop) for server in servers if server.process is not None]
+        processes = [server.process for server in servers if server.process is not None]
+        try:
+            stops = [self._executor.submit(process.stop) for process in processes]
+        except RuntimeError:  # at interpreter exit (an atexit close) concurrent.futures has stopped every executor
+            stops = []
+            for process in processes:
+                process.stop()
         for server in servers:
             if server.process is None and server.env_ids:
                 try:

@@ -32,6 +32,9 @@ class EnvSpec:
     reward_scale: float = 1.0  # env reward x this before credit (TWX's 0/1 on ALFWorld's 0/10 scale)
     credit_recipe: str = "alfworld"  # the credit recipe when credit.recipe is not set
     eval_splits: tuple[str, ...] = ("eval_id", "eval_ood")
+    # the adapter flags BEACON's milestone steps in step info ("milestone_achieved"), which the
+    # collector records; estimators that need the flags refuse an env without them
+    milestone_flags: bool = False
 
     def adapter_class(self) -> Any:
         return load_object(self.adapter)
@@ -64,6 +67,7 @@ SPECS: dict[str, EnvSpec] = {
             prompt_builder="milegpo_jax.rollout.prompts:webshop_prompt",
             action_tail_chars=20,
             credit_recipe="webshop",
+            milestone_flags=True,  # the 4-phase detector (envs_bridge/webshop/milestones.py)
         ),
         EnvSpec(
             name="alfworld",
@@ -76,6 +80,7 @@ SPECS: dict[str, EnvSpec] = {
             prompt_builder="milegpo_jax.rollout.prompts:alfworld_prompt",
             action_tail_chars=30,
             credit_recipe="alfworld",
+            milestone_flags=True,  # the expert plan's actions, in order (envs_bridge/alfworld/milestones.py)
         ),
     )
 }

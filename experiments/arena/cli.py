@@ -25,7 +25,7 @@ from envs_bridge.registry import EnvUnavailableError
 from envs_bridge.specs import env_spec
 from experiments.arena import output, stats
 from experiments.arena.contestants import BASELINE, PAPER_CONTESTANTS, parse_contestants
-from experiments.arena.envs import MILESTONE_ENVS, EnvSpec, make_backend, make_env_spec
+from experiments.arena.envs import ArenaEnv, make_arena_env, make_backend
 from experiments.arena.policy import UPDATES
 from experiments.arena.run import RunSettings
 from milegpo_jax.config import parse_credit_options
@@ -73,7 +73,7 @@ def _env_value(text: str):
         return text
 
 
-def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[float], str]:
+def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[float], str]:
     for name in ("groups", "group_size", "iterations", "seeds", "jobs", "servers", "ppo_epochs"):
         if getattr(args, name) < 1:
             raise ArenaInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
@@ -99,10 +99,10 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
         if not sep or not key:
             raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
         extra[key] = _env_value(value)
-    spec = make_env_spec(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
-    env_defaults = env_spec(args.env)  # make_env_spec has refused an unknown env already
+    spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
+    env_defaults = env_spec(args.env)  # make_arena_env has refused an unknown env already
     recipe = args.recipe or env_defaults.credit_recipe
-    contestants = parse_contestants(args.contestants, recipe, parse_credit_options(args.set), args.env in MILESTONE_ENVS)
+    contestants = parse_contestants(args.contestants, recipe, parse_credit_options(args.set), env_defaults.milestone_flags)
     settings = RunSettings(
         groups=args.groups, group_size=args.group_size, tasks=len(train_tasks) or args.tasks or args.groups,
         train_tasks=train_tasks, iterations=args.iterations,
@@ -113,17 +113,17 @@ def build(args: argparse.Namespace) -> tuple[EnvSpec, list, RunSettings, list[fl
 
 # ------------------------------------------------------------------------- one run (any process)
 
-_backends: dict = {}  # EnvSpec -> backend, one per process, reused by its runs
-_caches: dict = {}  # EnvSpec -> TransitionCache over that backend, shared by the process's runs
+_backends: dict = {}  # ArenaEnv -> backend, one per process, reused by its runs
+_caches: dict = {}  # ArenaEnv -> TransitionCache over that backend, shared by the process's runs
 
 
-def _backend(spec: EnvSpec, slots: int):
+def _backend(spec: ArenaEnv, slots: int):
     if spec not in _backends:
         _backends[spec] = make_backend(spec, slots)
     return _backends[spec]
 
 
-def _cache(spec: EnvSpec, slots: int):
+def _cache(spec: ArenaEnv, slots: int):
     """The process's transition cache for ``spec``: exact answers, so a run may reuse what an earlier
     run (another contestant or seed) made the engine answer; only the engine counters and env time
     depend on which runs went before (docs/arena.md)."""

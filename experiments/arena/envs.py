@@ -23,12 +23,13 @@ TWX_PRESETS: dict[str, tuple[str, dict[str, int]]] = {
     "cookingworld": ("cookingworld", {"numLocations": 1, "numIngredients": 1, "numDistractorItems": 2, "includeDoors": 0}),
 }
 BACKENDS = ("auto", "inprocess", "pool")
-MILESTONE_ENVS = ("alfworld", "webshop")  # their adapters flag BEACON milestone steps (info["milestone_achieved"])
-# credit recipe and reward scale: the env's EnvSpec (envs_bridge/specs.py)
+# credit recipe, reward scale and milestone flags: the env's EnvSpec (envs_bridge/specs.py)
 
 
 @dataclasses.dataclass(frozen=True)
-class EnvSpec:
+class ArenaEnv:
+    """The environment one arena plays and how: adapter options, backend, servers (a dict key per process)."""
+
     env: str
     options: tuple[tuple[str, Any], ...]  # adapter keyword arguments
     backend: str  # inprocess | pool
@@ -53,7 +54,7 @@ def _decoded(value: Any) -> Any:
     return value
 
 
-def make_env_spec(env: str, game: str | None, max_steps: int | None, backend: str, servers: int, extra: dict[str, Any]) -> EnvSpec:
+def make_arena_env(env: str, game: str | None, max_steps: int | None, backend: str, servers: int, extra: dict[str, Any]) -> ArenaEnv:
     """Validates the names (EnvError with one line on a bad one)."""
     if env not in env_names():
         raise EnvError(f"unknown environment {env!r}: choose one of {', '.join(env_names())}")
@@ -74,7 +75,7 @@ def make_env_spec(env: str, game: str | None, max_steps: int | None, backend: st
         options[key] = json.dumps(value) if isinstance(value, (dict, list)) else value
     if backend == "auto":
         backend = "pool" if env == "alfworld" else "inprocess"
-    return EnvSpec(env, tuple(sorted(options.items())), backend, servers)
+    return ArenaEnv(env, tuple(sorted(options.items())), backend, servers)
 
 
 class WebShopQueryBackend(AdapterBackend):
@@ -97,7 +98,7 @@ class WebShopQueryBackend(AdapterBackend):
         return dataclasses.replace(result, admissible_actions=actions)
 
 
-def make_backend(spec: EnvSpec, num_slots: int):
+def make_backend(spec: ArenaEnv, num_slots: int):
     if spec.backend == "inprocess":
         backend_class = WebShopQueryBackend if spec.env == "webshop" else AdapterBackend
         return backend_class(lambda: make_adapter(spec.env, **spec.adapter_options()), num_slots)

@@ -55,6 +55,19 @@ def test_spec_adapter_options_are_the_adapters_keyword_arguments(name):
         assert tuple(inspect.signature(registry.adapter_class(name)).parameters) == names
 
 
+@pytest.mark.parametrize("name", sorted(specs.SPECS))
+def test_spec_milestone_flags_say_whether_the_adapter_reports_them(name):
+    """BEACON's flags: the spec says so exactly when the adapter puts "milestone_achieved" in step info
+    (read from the source: ALFWorld imports only in its own venv)."""
+    module = specs.SPECS[name].adapter.partition(":")[0]
+    package, _, leaf = module.rpartition(".")
+    source = Path(importlib.util.find_spec(package).submodule_search_locations[0]) / f"{leaf}.py"
+    reports = any(
+        isinstance(node, ast.Constant) and node.value == "milestone_achieved" for node in ast.walk(ast.parse(source.read_text()))
+    )
+    assert specs.SPECS[name].milestone_flags == reports
+
+
 def test_bad_options_are_client_errors():
     with pytest.raises(EnvError, match="unexpected keyword argument 'colour'"):
         registry.make_adapter("textworld_express", colour="red")

@@ -3,7 +3,11 @@ registered through $MILEGPO_ENV_SPECS, plays a rollout through a real EnvPool an
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +52,26 @@ def test_a_tiny_spec_runs_one_rollout_through_the_pool(tiny_registered):
     assert [r.state for r in last] == ["count=0", "count=1", "count=2"] and last[-1].next_state == "count=3"
     assert [r.reward for r in last] == [0.0, 0.0, 10.0]  # the spec's reward scale
     assert "count to 3" in policy.prompts[0]
+
+
+def test_a_pool_closed_at_interpreter_exit_stops_its_server_quietly(tiny_registered, tmp_path):
+    """An ``atexit`` close (the arena's workers close their pools so) runs after concurrent.futures has
+    shut every executor down; it must still stop the server, without a traceback."""
+    script = tmp_path / "close_at_exit.py"
+    script.write_text(
+        "import atexit, sys\n"
+        "from envs_bridge.client import EnvPool\n"
+        "pool = EnvPool('tiny_counter', 2, num_servers=1, env_options={'tasks': 3})\n"
+        "pool.reset('train', [0, 1])\n"
+        "print(pool.server_pids[0], flush=True)\n"
+        "atexit.register(pool.close)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+        cwd=Path(__file__).resolve().parents[2], env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    pid = int(done.stdout.split()[0])
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the server is gone

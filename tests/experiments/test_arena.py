@@ -213,10 +213,10 @@ def test_pool_backend_plays_the_same_episodes_as_in_process():
 def test_runs_sharing_a_process_cache_learn_exactly_as_with_their_own():
     """A worker's runs share one transition cache: the curves are those of fresh caches, with less engine work."""
     from experiments.arena.contestants import parse_contestants
-    from experiments.arena.envs import make_env_spec
+    from experiments.arena.envs import make_arena_env
     from experiments.arena.run import RunSettings, run_once
 
-    spec = make_env_spec("textworld_express", "coin", 15, "inprocess", 1, {})
+    spec = make_arena_env("textworld_express", "coin", 15, "inprocess", 1, {})
     contestants = parse_contestants(["gigpo", "milegpo:md"], "alfworld", {}, False)
     settings = RunSettings(groups=2, group_size=4, tasks=2, iterations=3, reward_scale=10.0)
 
