@@ -35,10 +35,16 @@ def test_missing_package_fails_only_that_env_with_an_install_hint(monkeypatch):
     assert registry.adapter_class("textworld_express")  # the others still load
 
 
+def _adapter_source(adapter_path: str) -> Path:
+    """The source file of an adapter's ``"module:Class"``, found without importing the module."""
+    package, _, leaf = adapter_path.partition(":")[0].rpartition(".")
+    return Path(importlib.util.find_spec(package).submodule_search_locations[0]) / f"{leaf}.py"
+
+
 def _init_options_from_source(adapter_path: str) -> tuple[str, ...]:
     """The adapter's __init__ keyword names, read from its source (ALFWorld imports only in its own venv)."""
-    module, _, class_name = adapter_path.partition(":")
-    source = Path(importlib.util.find_spec(module.rsplit(".", 1)[0]).submodule_search_locations[0]) / (module.rsplit(".", 1)[1] + ".py")
+    class_name = adapter_path.partition(":")[2]
+    source = _adapter_source(adapter_path)
     for node in ast.walk(ast.parse(source.read_text())):
         if isinstance(node, ast.ClassDef) and node.name == class_name:
             init = next(f for f in node.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
@@ -59,12 +65,8 @@ def test_spec_adapter_options_are_the_adapters_keyword_arguments(name):
 def test_spec_milestone_flags_say_whether_the_adapter_reports_them(name):
     """BEACON's flags: the spec says so exactly when the adapter puts "milestone_achieved" in step info
     (read from the source: ALFWorld imports only in its own venv)."""
-    module = specs.SPECS[name].adapter.partition(":")[0]
-    package, _, leaf = module.rpartition(".")
-    source = Path(importlib.util.find_spec(package).submodule_search_locations[0]) / f"{leaf}.py"
-    reports = any(
-        isinstance(node, ast.Constant) and node.value == "milestone_achieved" for node in ast.walk(ast.parse(source.read_text()))
-    )
+    tree = ast.parse(_adapter_source(specs.SPECS[name].adapter).read_text())
+    reports = any(isinstance(node, ast.Constant) and node.value == "milestone_achieved" for node in ast.walk(tree))
     assert specs.SPECS[name].milestone_flags == reports
 
 

@@ -59,7 +59,7 @@ def test_a_pool_closed_at_interpreter_exit_stops_its_server_quietly(tiny_registe
     shut every executor down; it must still stop the server, without a traceback."""
     script = tmp_path / "close_at_exit.py"
     script.write_text(
-        "import atexit, sys\n"
+        "import atexit\n"
         "from envs_bridge.client import EnvPool\n"
         "pool = EnvPool('tiny_counter', 2, num_servers=1, env_options={'tasks': 3})\n"
         "pool.reset('train', [0, 1])\n"
