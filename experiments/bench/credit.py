@@ -9,9 +9,9 @@ time per batch of
   compile time separately),
 * ``end_to_end``: the trainer's road from the rollout records as the collector hands them over (a
   ``RolloutBatch``: rows in the lockstep order they were played, state keys and actions interned
-  per group as each row was recorded) to the advantages on the host: ``RolloutBatch.credit_columns``
-  (drop aborted episodes, order the steps, rows aligned with them) + ``compute_credit`` without the
-  diagnostics (padded batch, estimator, advantages back as nested lists),
+  per group as each row was recorded) to every row's advantage on the host, as the trainer takes
+  it: ``RolloutBatch.credit_columns`` (drop aborted episodes, order the steps and their rows) +
+  ``compute_credit`` without the diagnostics (padded batch, estimator, ``step_advantages``),
 * ``host``: the host part of that alone (``credit_columns`` + ``build_batch``),
 * ``end_to_end_from_groups``: ``compute_credit`` from ``Group`` records, i.e. including interning every
   state key and action string (the CLI's road),
@@ -102,9 +102,9 @@ def as_collected(groups: list[Group]) -> tuple[RolloutBatch, float]:
     return RolloutBatch(tuple(rows), episodes, recorded), time.perf_counter() - start
 
 
-def _trainer_road(collected: RolloutBatch, cfg) -> list:
-    columns, _aligned = collected.credit_columns()
-    return compute_credit(columns, cfg, with_diagnostics=False).advantages
+def _trainer_road(collected: RolloutBatch, cfg) -> tuple[list, np.ndarray]:
+    columns, rows = collected.credit_columns()
+    return rows, compute_credit(columns, cfg, with_diagnostics=False).step_advantages
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -148,14 +148,9 @@ def rollout_rows(config, workdir: Path, progress: bool):
                         reward_scale=env_spec(env.name).reward_scale)
     finally:
         pool.close()
-    columns, aligned = batch.credit_columns()  # as the trainer hands them to the credit engine
+    columns, rows = batch.credit_columns()  # as the trainer hands them to the credit engine
     credit = compute_credit(columns, config.credit_config())
-    generations, advantages = [], []
-    for group_rows, group_advantages in zip(aligned, credit.advantages):
-        for traj_rows, traj_advantages in zip(group_rows, group_advantages):
-            generations += [row.response for row in traj_rows]
-            advantages += list(traj_advantages)
-    return model, tokenizer, generations, advantages
+    return model, tokenizer, [row.response for row in rows], credit.step_advantages.tolist()
 
 
 def useful_flops(model_config, lengths: np.ndarray) -> float:

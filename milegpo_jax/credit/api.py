@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+import functools
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -17,11 +18,22 @@ from milegpo_jax.credit.rollouts import Group, check_estimator_inputs
 
 @dataclasses.dataclass(frozen=True)
 class CreditResult:
-    advantages: list[list[list[float]]]  # per group, per trajectory, per step
+    step_advantages: np.ndarray  # float64 [S]: every step's advantage, in the steps' (trajectory-major) order
+    padded_advantages: np.ndarray  # [G, K, T] as the estimator returned them (0 on padded rows)
     diagnostics: dict
     batch: CreditBatch
-    layout: BatchLayout
     ema: float = 0.0  # MVPO's success EMA after this batch (the ``ema_prev`` passed in for other estimators)
+    layout_of: Callable[[], BatchLayout] = dataclasses.field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def layout(self) -> BatchLayout:
+        """Lengths and node names of the batch, built on first use (the trainer needs neither)."""
+        return self.layout_of()
+
+    @functools.cached_property
+    def advantages(self) -> list[list[list[float]]]:
+        """``step_advantages`` per group, per trajectory, per step (the CLI's and the arena's form)."""
+        return self.layout.unpad(self.padded_advantages)
 
 
 def compute_credit(
@@ -50,9 +62,8 @@ def compute_credit(
     else:
         check_estimator_inputs(groups, cfg.estimator)
     minima = {} if pad_to is None else {"min_steps": pad_to[0], "min_nodes": pad_to[1]}
-    batch, layout_of = padded_batch(groups, **minima)
-    advantages, ema = advantages_and_ema(batch, cfg, ema_prev)  # dispatched: runs while the host goes on
-    layout = layout_of()
+    batch, layout_of, step_index = padded_batch(groups, **minima)
+    advantages, ema = advantages_and_ema(batch, cfg, ema_prev)
     advantages = np.asarray(advantages)
     diagnostics = {}
     if with_diagnostics:
@@ -61,4 +72,5 @@ def compute_credit(
         diagnostics = credit_diagnostics(batch, terms, advantages, theta_m=terms_cfg.theta_m)
         if cfg.estimator == "mvpo":
             diagnostics["mvpo_success_ema"] = float(ema)
-    return CreditResult(layout.unpad(advantages), diagnostics, batch, layout, float(ema))
+    step_advantages = advantages.reshape(-1)[step_index].astype(np.float64)
+    return CreditResult(step_advantages, advantages, diagnostics, batch, float(ema), layout_of)

@@ -60,7 +60,7 @@ class BatchLayout:
 def build_batch(rollouts: Sequence[Group] | RolloutColumns, **options) -> tuple[CreditBatch, BatchLayout]:
     """Maps rollout groups (or their pre-interned columns) to padded arrays and their layout
     (``padded_batch``'s options)."""
-    batch, layout = padded_batch(rollouts, **options)
+    batch, layout, _ = padded_batch(rollouts, **options)
     return batch, layout()
 
 
@@ -72,10 +72,11 @@ def padded_batch(
     min_steps: int = 8,
     min_nodes: int = 8,
     bucket: bool = True,
-) -> tuple[CreditBatch, Callable[[], BatchLayout]]:
-    """The padded arrays and a function that makes their ``BatchLayout``, so that a caller can build the
-    layout (Python tuples of names and lengths) while the estimator runs. ``bucket=False`` pads only
-    to the largest size; the minima fix a floor, so that a caller can keep one shape across batches."""
+) -> tuple[CreditBatch, Callable[[], BatchLayout], np.ndarray]:
+    """The padded arrays, a function that makes their ``BatchLayout`` (Python tuples of names and
+    lengths, which a caller that only needs per-step values never builds) and the place of every step
+    in the flattened [G, K, T] arrays, in the steps' (trajectory-major) order. ``bucket=False`` pads
+    only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches."""
     columns = rollouts if isinstance(rollouts, RolloutColumns) else columns_from_groups(rollouts)
     steps = len(columns.state)
     flat_lengths = np.asarray(columns.lengths, np.int64)
@@ -141,7 +142,7 @@ def padded_batch(
         lengths = tuple(tuple(steps_of[begin:end]) for begin, end in zip([0, *group_ends[:-1]], group_ends))
         return BatchLayout(lengths, node_names)
 
-    return batch, layout
+    return batch, layout, flat_row
 
 
 def _first_appearance_ids(

@@ -112,7 +112,11 @@ class RolloutBatch:
 
     def aligned_rows(self) -> list[list[list[StepRow]]]:
         """Rows per credit group, per trajectory, per step (aborted episodes dropped, empty groups skipped)."""
-        return self.credit_columns()[1]
+        columns, rows = self.credit_columns()
+        ends = np.cumsum(columns.lengths).tolist()
+        trajectories = [rows[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
+        group_ends = np.cumsum(columns.group_sizes).tolist()
+        return [trajectories[begin:end] for begin, end in zip([0, *group_ends[:-1]], group_ends)]
 
     def credit_groups(self) -> tuple[list[Group], list[list[list[StepRow]]]]:
         """Credit-engine groups and, aligned with them, the rows of every step, so advantages map back to rows."""
@@ -126,16 +130,12 @@ class RolloutBatch:
         ]
         return groups, aligned
 
-    def credit_columns(self) -> tuple[RolloutColumns, list[list[list[StepRow]]]]:
-        """``credit_groups`` as the pre-interned step columns of the recording (credit/columns.py): the
-        same padded batch, without touching a string or a record per step, and the rows aligned with them."""
+    def credit_columns(self) -> tuple[RolloutColumns, list[StepRow]]:
+        """The credit groups as the pre-interned step columns of the recording (credit/columns.py: the
+        same padded batch, without touching a string or a record per step) and the rows in the columns'
+        order, so that entry i of a ``CreditResult.step_advantages`` is the advantage of row i."""
         columns, order = self.recorded.columns(self._aborted())
-        rows = self._rows_in(order)
-        ends = np.cumsum(columns.lengths).tolist()
-        trajectories = [rows[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
-        group_ends = np.cumsum(columns.group_sizes).tolist()
-        aligned = [trajectories[begin:end] for begin, end in zip([0, *group_ends[:-1]], group_ends)]
-        return columns, aligned
+        return columns, self._rows_in(order)
 
     def metrics(self) -> dict[str, float]:
         finished = [e for e in self.episodes if not e.aborted]

@@ -243,14 +243,10 @@ class Trainer:
         timings["time/generation_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        columns, aligned = batch.credit_columns()  # pre-interned: the credit engine's fast road
+        columns, rows = batch.credit_columns()  # pre-interned: the credit engine's fast road
         credit = compute_credit(columns, self.credit_config, ema_prev=self.credit_ema)
         self.credit_ema = credit.ema
-        rows, advantages = [], []
-        for group_rows, group_advantages in zip(aligned, credit.advantages):
-            for traj_rows, traj_advantages in zip(group_rows, group_advantages):
-                rows.extend(traj_rows)
-                advantages.extend(traj_advantages)
+        advantages = credit.step_advantages  # entry i is the advantage of rows[i]
         timings["time/advantage_s"] = time.perf_counter() - start
 
         metrics: dict[str, Any] = {f"rollout/{k}": v for k, v in batch.metrics().items()}

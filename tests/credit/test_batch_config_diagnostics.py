@@ -190,3 +190,14 @@ def test_mvpo_ema_chains_through_compute_credit():
     second = compute_credit(groups, cfg, with_diagnostics=False, ema_prev=first.ema)
     assert first.ema == pytest.approx(0.05) and second.ema == pytest.approx(0.9 * 0.05 + 0.05)
     assert compute_credit(groups, make_credit_config("gigpo"), with_diagnostics=False, ema_prev=0.3).ema == pytest.approx(0.3)
+
+
+def test_step_advantages_are_the_nested_advantages_in_step_order():
+    """The trainer pairs ``step_advantages[i]`` with the i-th step of the columns (trajectory-major)."""
+    groups = [EXAMPLES[name]["group"] for name in ("A", "B", "C")]
+    result = compute_credit(groups, make_credit_config("milegpo"), with_diagnostics=False)
+    steps = [(g, k, t) for g, group in enumerate(groups) for k, traj in enumerate(group.trajectories) for t in range(len(traj.steps))]
+    assert result.step_advantages.dtype == np.float64 and result.step_advantages.shape == (len(steps),)
+    assert result.step_advantages.tolist() == [result.advantages[g][k][t] for g, k, t in steps]
+    assert result.step_advantages.tolist() == [float(result.padded_advantages[g, k, t]) for g, k, t in steps]
+    assert len({round(a, 6) for a in result.step_advantages.tolist()}) > 3  # not a constant that would hide a mix-up

@@ -36,9 +36,11 @@ def groups() -> list[Group]:
 
 def test_lockstep_recording_builds_the_batch_of_the_groups(groups):
     batch = _lockstep(groups)
-    columns, aligned = batch.credit_columns()
+    columns, rows = batch.credit_columns()
     _assert_same_batch(columns, groups)
     assert batch.credit_groups()[0] == groups
+    aligned = batch.aligned_rows()
+    assert rows == [row for episodes in aligned for steps in episodes for row in steps]
     assert [[[row.t for row in rows] for rows in episodes] for episodes in aligned] == [
         [list(range(len(traj.steps))) for traj in group.trajectories] for group in groups
     ]
@@ -61,9 +63,9 @@ def test_aborted_episodes_are_left_out(groups):
         Group(tuple(traj for k, traj in enumerate(group.trajectories) if (g, k) not in {(1, 0), (1, 2), (3, 3)}))
         for g, group in enumerate(groups)
     ]
-    columns, aligned = batch.credit_columns()
+    columns, _ = batch.credit_columns()
     _assert_same_batch(columns, kept)
-    assert [len(episodes) for episodes in aligned] == [4, 2, 4, 3, 4]
+    assert [len(episodes) for episodes in batch.aligned_rows()] == [4, 2, 4, 3, 4]
 
 
 def test_a_group_with_every_episode_aborted_is_skipped(groups):
