@@ -238,7 +238,8 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     # Degree centrality (R7): distinct edges (a self-loop counts as in and out) or step rows.
     edge_uses = graph.first_edge_row if cfg.degree_mode == "distinct" else b.step_mask
     edge_uses = edge_uses.astype(float_dtype())
-    degree = jnp.zeros(N, float_dtype()).at[b.src].add(edge_uses).at[b.dst].add(edge_uses)
+    ends = jnp.concatenate([b.src.ravel(), b.dst.ravel()])
+    degree = jnp.zeros(N, float_dtype()).at[ends].add(jnp.tile(edge_uses.ravel(), 2))
     # Normaliser over the success-visited states (§5.4), independent of R6 and min_node_support.
     degree_pool = b.node_mask & not_sink & (n_visit_pos > 0)
     if cfg.degree_norm_include_sink:
@@ -258,11 +259,10 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     row_neg = _safe_div(n_edge - n_edge_pos, n_edge)
     distinct_branch = graph.first_edge_row & row_is_branch
 
-    def per_source(values):
-        return jnp.zeros(N, float_dtype()).at[u].add(jnp.where(distinct_branch, values, 0.0))
-
-    branch_count = per_source(jnp.ones_like(row_pos))
-    branch_pos_sum, branch_neg_sum = per_source(row_pos), per_source(row_neg)
+    per_source = jnp.zeros((N, 3), float_dtype()).at[u].add(
+        jnp.where(distinct_branch[..., None], jnp.stack([jnp.ones_like(row_pos), row_pos, row_neg], axis=-1), 0.0)
+    )
+    branch_count, branch_pos_sum, branch_neg_sum = per_source.T
 
     n_siblings = branch_count[u] - 1.0
     has_siblings = row_is_branch & (n_siblings > 0)
@@ -271,7 +271,6 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     contrast = jnp.where(has_siblings, row_pos - sibling_pos, 0.0)  # Eq. 12
     contrast = _safe_div(contrast, _masked_max(jnp.abs(contrast), row_is_branch))  # Eq. 13
     positive_contrast = row_is_branch & (contrast > THRESHOLD_TOLERANCE)
-    branch = jnp.zeros(N).at[v].max(jnp.where(positive_contrast, contrast, 0.0))  # Eq. 14
 
     finite_step = jnp.isfinite(distance[u]) & jnp.isfinite(distance[v])
     progress_hops = jnp.where(finite_step, distance[u] - distance[v], 0.0)  # Δd; R12: ∞ -> 0
@@ -286,7 +285,9 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     else:
         successful_edge = n_edge_pos > 0.5 * n_edge
     incoming = row_is_branch & successful_edge & (psi > THRESHOLD_TOLERANCE)
-    progress_raw = jnp.zeros(N).at[v].max(jnp.where(incoming, psi, 0.0))
+    branch, progress_raw = jnp.zeros((N, 2)).at[v].max(  # Eq. 14, and ψ̄'s numerator
+        jnp.stack([jnp.where(positive_contrast, contrast, 0.0), jnp.where(incoming, psi, 0.0)], axis=-1)
+    ).T
     progress_pool = b.node_mask if cfg.progress_norm == "all_nodes" else is_milestone
     progress = _safe_div(progress_raw, _masked_max(progress_raw, progress_pool))  # Eq. 16
 
@@ -324,8 +325,9 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     no_penalty = jnp.zeros_like(penalty)
     graph_penalty = penalty if cfg.invalid_penalty_target == "both" else no_penalty
     mix_penalty = no_penalty if cfg.invalid_penalty_target == "none" else penalty
-    adv_graph = anchor_normalize(r_graph, graph_penalty, b, cfg)
-    adv_mix = anchor_normalize(r_mix, mix_penalty, b, cfg)
+    adv_graph, adv_mix = jnp.moveaxis(  # both in the same scatters
+        anchor_normalize(jnp.stack([r_graph, r_mix], axis=-1), jnp.stack([graph_penalty, mix_penalty], axis=-1), b, cfg), -1, 0
+    )
     adv_res = adv_mix - adv_graph
     adv_episode = episode_advantage(b, cfg)
     advantage = cfg.step_weight * (adv_graph + cfg.eta * adv_res) + cfg.episode_weight * adv_episode

@@ -29,7 +29,7 @@ from milegpo_jax.credit.estimators import (
     episode_returns,
     invalid_penalty,
 )
-from milegpo_jax.credit.graph import dense_ids, float_dtype, segment_normalize, trajectory_success
+from milegpo_jax.credit.graph import Segments, dense_ids, float_dtype, segment_normalize, trajectory_success
 
 # ----------------------------------------------------------------------------------------- helpers
 
@@ -38,15 +38,15 @@ class _Clusters:
     """Segment statistics of rows keyed by ``ids`` (invalid rows in the dump segment ``num``)."""
 
     def __init__(self, ids: jax.Array, mask: jax.Array, num: int):
-        self.ids, self.mask, self.num = ids, mask, num + 1
+        self.mask, self.segments = mask, Segments(ids, mask, num + 1)
         self.count = self.sum(jnp.ones(ids.shape, float_dtype()))
 
     def sum(self, x: jax.Array) -> jax.Array:
         """[R] per-row sum of ``x`` over the row's cluster."""
-        return jnp.zeros(self.num, x.dtype).at[self.ids].add(jnp.where(self.mask, x, 0.0))[self.ids]
+        return self.segments.sum(x[:, None])[:, 0]
 
     def max(self, x: jax.Array) -> jax.Array:
-        return jnp.full(self.num, -jnp.inf, x.dtype).at[self.ids].max(jnp.where(self.mask, x, -jnp.inf))[self.ids]
+        return self.segments.max(x[:, None])[:, 0]
 
     def mean(self, x: jax.Array) -> jax.Array:
         return self.sum(x) / jnp.maximum(self.count, 1.0)
@@ -56,9 +56,9 @@ class _Clusters:
 
         The two shifts by the cluster maximum make equal totals bit-equal (module docstring); the
         magnitude scales the tie tolerance."""
-        shifted = values - jnp.where(self.mask, self.max(values), 0.0) - penalty
+        top, scale = self.segments.max(jnp.stack([values, jnp.abs(values - penalty)], axis=1)).T
+        shifted = values - jnp.where(self.mask, top, 0.0) - penalty
         shifted = shifted - jnp.where(self.mask, self.max(shifted), 0.0)
-        scale = self.max(jnp.where(self.mask, jnp.abs(values - penalty), 0.0))
         return jnp.where(self.mask, shifted - self.mean(shifted), 0.0), scale
 
 
@@ -309,14 +309,12 @@ def _mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str
     penalty = invalid_penalty(b, cfg)
     adv_anchor = anchor_normalize(step_return, penalty, b, cfg)  # GiGPO's A^S
     # M6: informative anchor = >= 2 rows whose penalty-free returns are not all equal
-    num_segments = N
-    weight = b.step_mask.astype(float_dtype())
-    count = jnp.zeros(num_segments, float_dtype()).at[b.src].add(weight)
-    top = jnp.full(num_segments, -jnp.inf, float_dtype()).at[b.src].max(jnp.where(b.step_mask, step_return, -jnp.inf))
-    low = jnp.full(num_segments, jnp.inf, float_dtype()).at[b.src].min(jnp.where(b.step_mask, step_return, jnp.inf))
-    scale = jnp.zeros(num_segments, float_dtype()).at[b.src].max(jnp.where(b.step_mask, jnp.abs(step_return), 0.0))
-    informative = (count > 1) & (top - low > TIE_RELATIVE_TOLERANCE * scale)
-    routed = informative[b.src] if cfg.mvpo_route == "anchor" else jnp.zeros_like(b.step_mask)
+    anchors = Segments(b.src, b.step_mask, N)
+    count = anchors.sum(jnp.ones((K * T, 1), float_dtype()))[:, 0]
+    returns = step_return.reshape(-1, 1)
+    top, negated_low, scale = anchors.max(jnp.concatenate([returns, -returns, jnp.abs(returns)], axis=1)).T
+    informative = (count > 1) & (top + negated_low > TIE_RELATIVE_TOLERANCE * scale)
+    routed = informative.reshape(K, T) if cfg.mvpo_route == "anchor" else jnp.zeros_like(b.step_mask)
     adv_step = jnp.where(routed, adv_anchor, kappa * cfg.mvpo_potential_weight * delta)
     adv_episode = episode_advantage(b, cfg)
     return {

@@ -80,6 +80,24 @@ def dense_ids(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
     return jnp.where(valid, ids, codes.shape[0])
 
 
+def first_rows(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
+    """[R] the first valid row with the same code as each valid row (R for invalid rows).
+
+    ``codes`` of valid rows lie in [0, bound). Equal codes get equal ids, like ``dense_ids`` but not
+    dense: where a table of ``bound`` slots is small (a scatter-min of the row numbers into it), that
+    is several times cheaper than the sort dense ids need; larger bounds sort."""
+    size = codes.shape[0]
+    rows = jnp.arange(size, dtype=jnp.int32)
+    if bound > 32 * size:
+        order, ordered = sort_rows(codes, valid, bound)
+        run_start = lax.cummax(jnp.where(_starts_run(ordered), rows, 0))  # sorted by (code, row): a run starts at its least row
+        first = _unsort(order, order[run_start])
+    else:
+        slot = jnp.where(valid, codes, bound)
+        first = jnp.full(bound + 1, size, jnp.int32).at[slot].min(rows)[slot]
+    return jnp.where(valid, first, size)
+
+
 def group_graph(
     src: jax.Array,
     dst: jax.Array,
@@ -93,34 +111,35 @@ def group_graph(
     """Builds visit counts and the per-row edge statistics of one group.
 
     Visits count s_0..s_T of each trajectory (the step sources plus the last step's next state, R5);
-    with ``sources_only`` the final state is left out. One sort of the rows by (edge, row index)
-    finds each edge's first row in the group and its first row in each trajectory (rows are numbered
-    trajectory-major), whose counts per edge are |T(e)| and |T+(e)|.
+    with ``sources_only`` the final state is left out. Each edge is named by its first row in the
+    group (``first_rows``), and the first row of each (edge, trajectory) counts one user of the edge:
+    |T(e)|, and |T+(e)| among the successful trajectories.
     """
     K, T = src.shape
     weight = step_mask.astype(float_dtype())
-    traj_index = jnp.broadcast_to(jnp.arange(K)[:, None], (K, T))
-    visits = jnp.zeros((K, num_nodes), float_dtype()).at[traj_index, src].add(weight)
-    if not sources_only:
-        visits = visits.at[jnp.arange(K), last_state].add(traj_mask.astype(float_dtype()))
+    visitor, visited, weight = jnp.repeat(jnp.arange(K), T), src.ravel(), weight.ravel()
+    if not sources_only:  # s_T in the same scatter
+        visitor, visited = jnp.concatenate([visitor, jnp.arange(K)]), jnp.concatenate([visited, last_state])
+        weight = jnp.concatenate([weight, traj_mask.astype(float_dtype())])
+    visits = jnp.zeros((K, num_nodes), float_dtype()).at[visitor, visited].add(weight)
     success = trajectory_success(reward, step_mask, traj_mask)
     mask = step_mask.ravel()
-    order, ordered = sort_rows((src * num_nodes + dst).ravel(), mask, num_nodes * num_nodes)
-    new_edge = _starts_run(ordered)
-    new_user = new_edge | _starts_run(order // T)  # first row of (edge, trajectory)
-    edge = _unsort(order, (jnp.cumsum(new_edge) - 1).astype(jnp.int32))
-    first_edge_row = _unsort(order, new_edge) & mask
-    first_use = _unsort(order, new_user) & mask
+    rows = jnp.arange(K * T, dtype=jnp.int32)
+    edge = first_rows((src * num_nodes + dst).ravel(), mask, num_nodes * num_nodes)  # the edge's first row
+    first_edge_row = mask & (edge == rows)
+    first_use = mask & (first_rows(edge * K + rows // T, mask, K * T * K) == rows)  # first row of (edge, trajectory)
     first_weight = first_use.astype(float_dtype())
-    users = jnp.zeros(K * T, float_dtype()).at[edge].add(first_weight)
-    winners = jnp.zeros(K * T, float_dtype()).at[edge].add(first_weight * jnp.repeat(success, T))
+    users_winners = jnp.zeros((K * T + 1, 2), float_dtype()).at[edge].add(
+        jnp.stack([first_weight, first_weight * jnp.repeat(success, T)], axis=1)
+    )[edge]
+    users, winners = users_winners[:, 0], users_winners[:, 1]
     return GroupGraph(
         visits=visits,
         success=success,
         failure=traj_mask & ~success,
         first_edge_row=first_edge_row.reshape(K, T),
-        edge_trajectories=jnp.where(mask, users[edge], 0.0).reshape(K, T),
-        edge_successes=jnp.where(mask, winners[edge], 0.0).reshape(K, T),
+        edge_trajectories=jnp.where(mask, users, 0.0).reshape(K, T),
+        edge_successes=jnp.where(mask, winners, 0.0).reshape(K, T),
     )
 
 

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
-from milegpo_jax.credit.graph import distances_to, max_product_potentials
+from milegpo_jax.credit.graph import distances_to, first_rows, max_product_potentials
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.graph import candidate_distances
@@ -189,6 +189,16 @@ def test_potentials_equal_the_explicit_candidate_distance_formula(groups, data):
     sink = jnp.zeros(N, bool).at[0].set(True) & group.node_mask
     to_sink = jax.jit(candidate_distances)(sink, group.src, group.dst, group.step_mask)[:, 0]
     np.testing.assert_array_equal(to_sink, jax.jit(distances_to)(sink, group.src, group.dst, group.step_mask))
+
+
+@LEAN_SETTINGS
+@given(codes=st.lists(st.tuples(st.integers(0, 9), st.booleans()), min_size=1, max_size=40))
+def test_first_rows_name_each_code_by_its_first_valid_row_by_table_and_by_sort(codes):
+    values, valid = (np.asarray(column) for column in zip(*codes))
+    size = len(codes)
+    want = [min(j for j in range(size) if valid[j] and values[j] == values[i]) if valid[i] else size for i in range(size)]
+    for bound in (10, 100 * size):  # a table of 10 slots; a bound too large for a table: the sort
+        assert np.asarray(jax.jit(first_rows, static_argnums=2)(values, valid, bound)).tolist() == want
 
 
 # ------------------------------------------------------------------------------- family identities
