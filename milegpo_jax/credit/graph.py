@@ -94,7 +94,8 @@ def first_rows(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
         first = _unsort(order, order[run_start])
     else:
         slot = jnp.where(valid, codes, bound)
-        first = jnp.full(bound + 1, size, jnp.int32).at[slot].min(rows)[slot]
+        dtype = jnp.int16 if size < 2**15 else jnp.int32  # half the table to fill, which is most of the cost
+        first = jnp.full(bound + 1, size, dtype).at[slot].min(rows.astype(dtype))[slot].astype(jnp.int32)
     return jnp.where(valid, first, size)
 
 
