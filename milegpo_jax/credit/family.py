@@ -222,14 +222,15 @@ def first_visits(b: CreditBatch) -> jax.Array:
 def _progpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """ProGPO [reconstructed]: in a group without any success, GiGPO on first-visit novelty rewards."""
     novelty = first_visits(b)
-    coverage = b._replace(reward=jnp.where(novelty, cfg.progpo_coverage_reward, 0.0).astype(float_dtype()))
-    base = _gigpo_group if cfg.progpo_base == "gigpo" else _grpo_group
-    plain, covered = base(b, cfg)["advantage"], base(coverage, cfg)["advantage"]
     zero_group = ~jnp.any(trajectory_success(b.reward, b.step_mask, b.traj_mask))
+    # The base estimator on the novelty rewards in a group without success, on its own rewards
+    # otherwise: one pass of it, with the rewards chosen first.
+    coverage = jnp.where(novelty, cfg.progpo_coverage_reward, 0.0).astype(float_dtype())
+    base = _gigpo_group if cfg.progpo_base == "gigpo" else _grpo_group
     return {
         "novelty": novelty.astype(float_dtype()),
         "zero_group": jnp.broadcast_to(zero_group, b.step_mask.shape),
-        "advantage": jnp.where(zero_group, covered, plain),
+        "advantage": base(b._replace(reward=jnp.where(zero_group, coverage, b.reward)), cfg)["advantage"],
     }
 
 
