@@ -13,6 +13,7 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
 from milegpo_jax.credit.columns import RolloutColumns, columns_from_groups
@@ -76,99 +77,140 @@ def padded_batch(
     """The padded arrays, a function that makes their ``BatchLayout`` (Python tuples of names and
     lengths, which a caller that only needs per-step values never builds) and the place of every step
     in the flattened [G, K, T] arrays, in the steps' (trajectory-major) order. ``bucket=False`` pads
-    only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches."""
+    only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches.
+
+    Two compiled passes over the steps (``_number_steps``, ``_fill_padded``; docs/credit.md §10.1):
+    at the paper's batch size the equivalent numpy spent most of its time in the overhead of some
+    hundred small calls, several times more after other work had run (cold caches)."""
     columns = rollouts if isinstance(rollouts, RolloutColumns) else columns_from_groups(rollouts)
-    steps = len(columns.state)
-    flat_lengths = np.asarray(columns.lengths, np.int64)
+    lengths = np.asarray(columns.lengths, np.int64)
     group_sizes = np.asarray(columns.group_sizes, np.int64)
-    num_groups = len(group_sizes)
-    row_ends = np.cumsum(flat_lengths)
-    row_starts = row_ends - flat_lengths
-    step_rewards = np.asarray(columns.reward, np.float64)
-    succeeded = np.add.reduceat(step_rewards, row_starts) > 0.0  # Trajectory.succeeded
-    group_of_traj = np.repeat(np.arange(num_groups), group_sizes)
-    traj_in_group = np.arange(len(flat_lengths)) - np.repeat(np.cumsum(group_sizes) - group_sizes, group_sizes)
-    row_g = np.repeat(group_of_traj, flat_lengths)
-
-    # s_0, s_1 of step 0, s_1, s_2 of step 1, ...: the order of first appearance that numbers the nodes
-    keys = np.empty(2 * steps, np.int64)
-    keys[0::2], keys[1::2] = columns.state, columns.next_state
-    sink_positions = 2 * row_ends[succeeded] - 1  # a successful trajectory's final next state is the sink
-    node_key, group_nodes, ordered_codes = _first_appearance_ids(keys, np.repeat(row_g, 2), num_groups, sink_positions)
-    action_ids, _, _ = _first_appearance_ids(np.asarray(columns.action, np.int64), row_g, num_groups)
-
-    sizes = (num_groups, int(group_sizes.max()), int(flat_lengths.max()), int(group_nodes.max()) + 1)
+    reward = np.asarray(columns.reward, np.float64)
+    states, names_of_code = _dense_codes(np.asarray(columns.state), np.asarray(columns.next_state))
+    (actions,), _ = _dense_codes(np.asarray(columns.action))
+    nodes, action_ids, succeeded, group_nodes, ordered_codes = _number_steps(
+        states[0], states[1], actions, reward, lengths, group_sizes,
+        int(states.max(initial=0)) + 1, int(actions.max(initial=0)) + 1,
+    )
+    sizes = (len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1)
     minima = (min_groups, min_trajectories, min_steps, min_nodes)
     G, K, T, N = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
-
-    row_k = np.repeat(traj_in_group, flat_lengths)
-    row_t = np.arange(steps) - np.repeat(row_starts, flat_lengths)
-    nodes = node_key + 1
-    nodes[sink_positions] = SINK
-    nodes = nodes.reshape(-1, 2)
-
-    flat_row = (row_g * K + row_k) * T + row_t
-
-    def scatter(values, dtype):
-        out = np.zeros(G * K * T, dtype)
-        out[flat_row] = values
-        return out.reshape(G, K, T)
-
-    src = scatter(nodes[:, 0], np.int32)
-    dst = scatter(nodes[:, 1], np.int32)
-    action = scatter(action_ids, np.int32)
-    reward = scatter(step_rewards.astype(np.float32), np.float32)
-    valid = scatter(np.asarray(columns.valid, bool), bool)
-    milestone = scatter(np.asarray(columns.milestone) == 1, bool)  # unrecorded -> False
-    step_mask = scatter(True, bool)
-    traj_mask = np.zeros((G, K), bool)
-    traj_mask[group_of_traj, traj_in_group] = True
-    last_state = np.zeros((G, K), np.int32)
-    last_state[group_of_traj, traj_in_group] = dst[group_of_traj, traj_in_group, flat_lengths - 1]
-    real_nodes = np.zeros(G, np.int64)
-    real_nodes[:num_groups] = group_nodes + 1
-    node_mask = np.arange(N)[None, :] < real_nodes[:, None]
-    node_mask[:num_groups, SINK] = np.logical_or.reduceat(succeeded, np.cumsum(group_sizes) - group_sizes)
-
-    batch = CreditBatch(src, dst, action, reward, valid, step_mask, traj_mask, last_state, node_mask, milestone)
+    *arrays, flat_row = _fill_padded(
+        nodes, action_ids, reward, np.asarray(columns.valid, np.bool_), np.asarray(columns.milestone, np.int8),
+        succeeded, lengths, group_sizes, group_nodes, G, K, T, N,
+    )
+    batch = CreditBatch(*arrays)
 
     def layout() -> BatchLayout:
-        ordered_names = list(map(columns.state_names.__getitem__, ordered_codes.tolist()))
+        codes = ordered_codes if names_of_code is None else names_of_code[ordered_codes]
+        ordered_names = list(map(columns.state_names.__getitem__, codes.tolist()))
         node_ends = np.cumsum(group_nodes).tolist()
         node_names = tuple(
             ("success", *ordered_names[begin:end]) for begin, end in zip([0, *node_ends[:-1]], node_ends)
         )
-        steps_of, group_ends = flat_lengths.tolist(), np.cumsum(group_sizes).tolist()
-        lengths = tuple(tuple(steps_of[begin:end]) for begin, end in zip([0, *group_ends[:-1]], group_ends))
-        return BatchLayout(lengths, node_names)
+        steps_of, group_ends = lengths.tolist(), np.cumsum(group_sizes).tolist()
+        steps = tuple(tuple(steps_of[begin:end]) for begin, end in zip([0, *group_ends[:-1]], group_ends))
+        return BatchLayout(steps, node_names)
 
     return batch, layout, flat_row
 
 
-def _first_appearance_ids(
-    codes: np.ndarray, group: np.ndarray, num_groups: int, skip: np.ndarray | None = None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-group dense ids of ``codes`` in order of first appearance (positions are group-major).
+def _dense_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+    """The code columns as one int64 array [C, S] whose codes index a table of modest size, and the
+    original code of each dense code (None when the codes were kept). Only equality of codes matters
+    to the batch; sparse codes (a run-long interner over a huge input) are renumbered so that the
+    per-group tables of ``_number_steps`` stay small."""
+    codes = np.stack([np.asarray(c, np.int64) for c in columns])
+    if int(codes.max(initial=0)) <= 4 * codes.size + 4096:
+        return codes, None
+    originals, dense = np.unique(codes, return_inverse=True)
+    return dense.reshape(codes.shape), originals
 
-    Returns (id of every position, 0 at the ``skip`` positions; distinct codes per group; the distinct
-    codes of all groups in id order). Linear in the positions, no sort of them: ``np.minimum.at`` finds
-    the first position of every (group, code) in a dense table (the skipped positions go to one extra
-    slot that is then forgotten), and those first positions in ascending order are the ids, counted
-    from each group's first."""
-    size = len(codes)
-    span = int(codes.max(initial=0)) + 1
-    key = group * span + codes
-    trash = num_groups * span  # the last slot
-    if skip is not None:
-        key[skip] = trash
-    if trash > 4 * size + 4096:  # sparse codes: a table of the distinct keys only (the trash slot stays last)
-        _, key = np.unique(key, return_inverse=True)
-        trash = int(key.max(initial=0)) if skip is not None and len(skip) else int(key.max(initial=0)) + 1
-    first = np.full(trash + 1, size, np.int64)
-    np.minimum.at(first, key, np.arange(size))
-    first[trash] = size
-    first_positions = np.sort(first[first < size])
-    counts = np.bincount(group[first_positions], minlength=num_groups)
-    rank = np.zeros(trash + 1, np.int64)
-    rank[key[first_positions]] = np.arange(len(first_positions)) - np.repeat(np.cumsum(counts) - counts, counts)
-    return rank[key], counts, codes[first_positions]
+
+@numba.njit(cache=True)
+def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_codes, num_actions):
+    """Per-group ids of docs/credit.md §1.1, one pass over the steps (trajectory-major).
+
+    Node ids: the sink 0, then each group's states 1, 2, ... in order of first appearance in
+    (s_0, s_1 of step 0, s_1, s_2 of step 1, ...) order, where the last next state of a successful
+    trajectory (episode reward > 0, summed in step order) is the sink and numbers nothing. Action ids:
+    0, 1, ... per group in order of first appearance. A table indexed by code holds the current
+    group's ids and is cleared entry by entry before the next group. Returns (node ids of (s_t,
+    s_{t+1}) interleaved [2S], action ids [S], success per trajectory, real states per group, the
+    codes of all groups' states in id order)."""
+    steps, groups = len(state), len(group_sizes)
+    nodes = np.empty(2 * steps, np.int32)
+    action_ids = np.empty(steps, np.int32)
+    succeeded = np.zeros(len(lengths), np.bool_)
+    group_nodes = np.zeros(groups, np.int64)
+    ordered = np.empty(2 * steps, np.int64)
+    node_of = np.full(num_codes, -1, np.int32)
+    action_of = np.full(num_actions, -1, np.int32)
+    group_actions = np.empty(steps, np.int64)
+    step, trajectory, numbered = 0, 0, 0
+    for g in range(groups):
+        first_of_group, count, action_count = numbered, 0, 0
+        for _ in range(group_sizes[g]):
+            end = step + lengths[trajectory]
+            total = 0.0
+            for s in range(step, end):
+                total += reward[s]
+            success = total > 0.0
+            succeeded[trajectory] = success
+            for s in range(step, end):
+                for side in range(2):
+                    if side == 1 and success and s == end - 1:
+                        nodes[2 * s + 1] = SINK
+                        continue
+                    code = state[s] if side == 0 else next_state[s]
+                    if node_of[code] < 0:
+                        count += 1
+                        node_of[code] = count
+                        ordered[numbered] = code
+                        numbered += 1
+                    nodes[2 * s + side] = node_of[code]
+                a = action[s]
+                if action_of[a] < 0:
+                    action_of[a] = action_count
+                    group_actions[action_count] = a
+                    action_count += 1
+                action_ids[s] = action_of[a]
+            step = end
+            trajectory += 1
+        for i in range(first_of_group, numbered):
+            node_of[ordered[i]] = -1
+        for i in range(action_count):
+            action_of[group_actions[i]] = -1
+        group_nodes[g] = count
+    return nodes, action_ids, succeeded, group_nodes, ordered[:numbered]
+
+
+@numba.njit(cache=True)
+def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths, group_sizes, group_nodes, G, K, T, N):
+    """The ``CreditBatch`` fields in order, and each step's place in the flattened [G, K, T] arrays."""
+    src = np.zeros((G, K, T), np.int32)
+    dst = np.zeros((G, K, T), np.int32)
+    action = np.zeros((G, K, T), np.int32)
+    rewards = np.zeros((G, K, T), np.float32)
+    valids = np.zeros((G, K, T), np.bool_)
+    step_mask = np.zeros((G, K, T), np.bool_)
+    traj_mask = np.zeros((G, K), np.bool_)
+    last_state = np.zeros((G, K), np.int32)
+    node_mask = np.zeros((G, N), np.bool_)
+    milestones = np.zeros((G, K, T), np.bool_)
+    place = np.empty(len(action_ids), np.int64)
+    step, trajectory = 0, 0
+    for g in range(len(group_sizes)):
+        for k in range(group_sizes[g]):
+            for t in range(lengths[trajectory]):
+                s = step + t
+                src[g, k, t], dst[g, k, t], action[g, k, t] = nodes[2 * s], nodes[2 * s + 1], action_ids[s]
+                rewards[g, k, t], valids[g, k, t] = reward[s], valid[s]  # float64 -> float32, rounded
+                step_mask[g, k, t], milestones[g, k, t] = True, milestone[s] == 1  # unrecorded (-1) -> False
+                place[s] = (g * K + k) * T + t
+            step += lengths[trajectory]
+            traj_mask[g, k], last_state[g, k] = True, nodes[2 * step - 1]
+            node_mask[g, SINK] |= succeeded[trajectory]
+            trajectory += 1
+        node_mask[g, 1 : group_nodes[g] + 1] = True
+    return src, dst, action, rewards, valids, step_mask, traj_mask, last_state, node_mask, milestones, place

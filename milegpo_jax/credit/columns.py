@@ -25,6 +25,7 @@ import itertools
 import operator
 from collections.abc import Callable, Collection, Sequence
 
+import numba
 import numpy as np
 
 from milegpo_jax.credit.rollouts import Group, RolloutFormatError
@@ -189,26 +190,39 @@ class RecordedSteps:
         span = int(self.trajectory.max(initial=0)) + 1
         slots = (int(self.group.max(initial=0)) + 1) * span
         episode = self.group * span + self.trajectory
-        steps = None
+        kept = np.ones(len(episode), np.bool_)
         if dropped:
-            keys = np.array([group * span + trajectory for group, trajectory in dropped], np.int64)
-            steps = np.flatnonzero(~np.isin(episode, keys))
-            episode = episode[steps]
-        t = self.t if steps is None else self.t[steps]
-        lengths = np.bincount(episode, minlength=slots)
-        place = (np.cumsum(lengths) - lengths)[episode] + t
-        order = np.full(len(episode), -1, np.int64)
-        bad = (t < 0) | (t >= lengths[episode])
-        if not bad.any():
-            order[place] = np.arange(len(episode)) if steps is None else steps
-            if order.min(initial=0) >= 0:  # every place filled once: no t repeated
-                return order, lengths.reshape(-1, span)
-        at = np.flatnonzero(bad)[0] if bad.any() else np.flatnonzero(np.bincount(place)[place] > 1)[0]
-        step = int(at if steps is None else steps[at])
+            kept = ~np.isin(episode, np.array([group * span + trajectory for group, trajectory in dropped], np.int64))
+        order, lengths, bad = _counting_order(episode, self.t, kept, slots)
+        if bad < 0:
+            return order, lengths.reshape(-1, span)
         raise ValueError(
-            f"recorded steps: group {self.group[step]} trajectory {self.trajectory[step]} does not number "
-            f"its steps 0, 1, ... (step {step} has t = {self.t[step]})"
+            f"recorded steps: group {self.group[bad]} trajectory {self.trajectory[bad]} does not number "
+            f"its steps 0, 1, ... (step {bad} has t = {self.t[bad]})"
         )
+
+
+@numba.njit(cache=True)
+def _counting_order(episode, t, kept, slots):
+    """(indices of the kept steps by (episode, t), kept steps per episode, the first step whose t is
+    out of range or repeated, or -1). Compiled: as numpy it was a dozen calls, slow when cold."""
+    lengths = np.zeros(slots, np.int64)
+    for i in range(len(episode)):
+        if kept[i]:
+            lengths[episode[i]] += 1
+    starts = np.empty(slots, np.int64)
+    total = 0
+    for e in range(slots):
+        starts[e] = total
+        total += lengths[e]
+    order = np.full(total, -1, np.int64)
+    for i in range(len(episode)):
+        if kept[i]:
+            e = episode[i]
+            if t[i] < 0 or t[i] >= lengths[e] or order[starts[e] + t[i]] >= 0:
+                return order, lengths, i
+            order[starts[e] + t[i]] = i
+    return order, lengths, -1
 
 
 class StepRecorder:
