@@ -29,7 +29,7 @@ from milegpo_jax.credit.estimators import (
     episode_returns,
     invalid_penalty,
 )
-from milegpo_jax.credit.graph import Segments, dense_ids, float_dtype, segment_normalize, trajectory_success
+from milegpo_jax.credit.graph import Segments, dense_ids, float_dtype, scan_steps, segment_normalize, trajectory_success
 
 # ----------------------------------------------------------------------------------------- helpers
 
@@ -152,9 +152,9 @@ def _beacon_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     T = b.src.shape[-1]
     t = jnp.arange(T)
     flags = b.milestone & b.step_mask
-    segment = jnp.cumsum(flags, axis=-1) - flags  # completed milestones before the step
+    segment = scan_steps(flags.astype(jnp.int32), jnp.add, 0) - flags  # completed milestones before the step
     beyond = T  # "no milestone ahead"
-    next_milestone = lax.cummin(jnp.where(flags, t[None, :], beyond), axis=1, reverse=True)
+    next_milestone = scan_steps(jnp.where(flags, t[None, :], beyond), jnp.minimum, beyond, reverse=True)
     ahead = next_milestone < beyond
     exponent = jnp.where(ahead, next_milestone - t[None, :], 0).astype(float_dtype())
     segment_reward = jnp.where(b.step_mask & ahead, cfg.success_reward * jnp.power(cfg.beacon_gamma, exponent), 0.0)
@@ -247,11 +247,27 @@ def mvpo_kappa(b: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> tuple[
     return ema_new, jnp.clip(1.0 - ema_new / cfg.mvpo_success_ref, 0.0, 1.0)
 
 
+def first_positions(values: jax.Array, real: jax.Array, num_values: int) -> jax.Array:
+    """[K, P] the first position of each entry's value in its row (entries outside ``real`` ignored).
+
+    One scatter-min into a [K, num_values] table, where comparing every pair of positions would be
+    [K, P, P]; ``values`` of real entries lie in [0, num_values)."""
+    K, P = values.shape
+    position = jnp.broadcast_to(jnp.arange(P, dtype=jnp.int32), (K, P))
+    row = jnp.broadcast_to(jnp.arange(K)[:, None], (K, P))
+    at = jnp.where(real, values, 0)
+    table = jnp.full((K, num_values), P, jnp.int32).at[row, at].min(jnp.where(real, position, P))
+    return table[row, at]
+
+
 def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(region label [N], state sequence s_0..s_T [K, T+1] (−1 padded), real positions [K, T+1]).
 
     A revisit s_u = s_t (t the previous visit) unions s_t..s_u; labels are the smallest node id of
-    each union-find set, found by min-label propagation over the covered transitions (M1).
+    each union-find set, found by min-label propagation over the covered transitions (M1). For one
+    state, the loop bodies between consecutive visits cover the same transitions as the spans from
+    its first visit to each later one, so a transition u -> u+1 is covered exactly when some revisit
+    at t > u has its state's first visit at or before u.
     """
     K, T = b.src.shape
     N = b.node_mask.shape[-1]
@@ -261,12 +277,10 @@ def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
     real = b.traj_mask[:, None] & (position[None, :] <= length[:, None])
     sequence = jnp.where(position[None, :] < length[:, None], padded_src, b.last_state[:, None])
     sequence = jnp.where(real, sequence, -1)
-    earlier = position[None, :] < position[:, None]  # [t, u] = u < t
-    same = (sequence[:, :, None] == sequence[:, None, :]) & earlier & real[:, :, None]
-    previous = jnp.max(jnp.where(same, position[None, None, :], -1), axis=-1)  # [K, t]
-    # transition u -> u+1 lies inside the loop body [previous[t], t) of some revisit t
-    loop_start, u, t = previous[:, :, None], position[None, None, :], position[None, :, None]
-    covered = jnp.any((loop_start >= 0) & (loop_start <= u) & (u < t), axis=1)
+    first = first_positions(sequence, real, N)
+    revisit_start = jnp.where(real & (first < position[None, :]), first, T + 1)  # where a loop body begins
+    earliest_open = scan_steps(revisit_start, jnp.minimum, T + 1, reverse=True)  # min over revisits at t >= u
+    covered = jnp.concatenate([earliest_open[:, 1:], jnp.full((K, 1), T + 1, earliest_open.dtype)], axis=1) <= position
     edge = covered[:, :T] & b.step_mask
     a, c = sequence[:, :T].ravel(), sequence[:, 1:].ravel()
     a, c = jnp.where(edge.ravel(), a, 0), jnp.where(edge.ravel(), c, 0)  # inactive edges: a no-op self-loop
@@ -295,9 +309,8 @@ def _mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str
     successes = jnp.sum(visits & success[:, None], axis=0).astype(float_dtype())
     future = _safe_div(successes, visitors)  # F(ρ) (M2)
     position = jnp.arange(T + 1)
-    before = position[None, :] < position[:, None]  # [u, u'] = u' < u
-    repeat = jnp.any((region[:, :, None] == region[:, None, :]) & before & real[:, None, :], axis=-1)
-    distinct = jnp.cumsum(real & ~repeat, axis=-1).astype(float_dtype())  # D_{i,u} (M3)
+    repeat = real & (first_positions(region, real, N) < position[None, :])  # region entered before
+    distinct = scan_steps((real & ~repeat).astype(jnp.int32), jnp.add, 0).astype(float_dtype())  # D_{i,u} (M3)
     most = jnp.max(jnp.where(real, distinct, 0.0))
     progress = (distinct - 1.0) / jnp.maximum(most - 1.0, 1.0)
     loops = (position[None, :] - (distinct - 1.0)) / jnp.maximum(position, 1)[None, :]  # Λ (M4)

@@ -70,6 +70,24 @@ def _unsort(order: jax.Array, values: jax.Array) -> jax.Array:
     return jnp.zeros_like(values).at[order].set(values, unique_indices=True)
 
 
+def scan_steps(values: jax.Array, combine, identity, reverse: bool = False) -> jax.Array:
+    """Inclusive scan of ``combine`` along the last axis (from the end with ``reverse``).
+
+    Log-step doubling: log2(n) element-wise passes, several times faster on XLA:CPU than the
+    reduce-window that ``lax.cummin``/``jnp.cumsum`` lower to. Exact for min, max and integer sums
+    (float sums would add in another order than a sequential scan)."""
+    n, span = values.shape[-1], 1
+    while span < n:
+        pad = jnp.full(values.shape[:-1] + (span,), identity, values.dtype)
+        if reverse:
+            shifted = jnp.concatenate([values[..., span:], pad], axis=-1)
+        else:
+            shifted = jnp.concatenate([pad, values[..., :-span]], axis=-1)
+        values = combine(values, shifted)
+        span *= 2
+    return values
+
+
 def dense_ids(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
     """[R] dense ids 0.. of equal ``codes`` among the valid rows (in code order); invalid rows get R.
 

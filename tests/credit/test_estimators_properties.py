@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
-from milegpo_jax.credit.graph import distances_to, first_rows, max_product_potentials
+from milegpo_jax.credit.graph import distances_to, first_rows, max_product_potentials, scan_steps
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.graph import candidate_distances
@@ -199,6 +199,15 @@ def test_first_rows_name_each_code_by_its_first_valid_row_by_table_and_by_sort(c
     want = [min(j for j in range(size) if valid[j] and values[j] == values[i]) if valid[i] else size for i in range(size)]
     for bound in (10, 100 * size):  # a table of 10 slots; a bound too large for a table: the sort
         assert np.asarray(jax.jit(first_rows, static_argnums=2)(values, valid, bound)).tolist() == want
+
+
+@LEAN_SETTINGS
+@given(values=st.lists(st.lists(st.integers(-50, 50), min_size=7, max_size=7), min_size=1, max_size=3), n=st.integers(1, 7))
+def test_scan_steps_is_the_sequential_scan(values, n):
+    x = np.asarray(values, np.int32)[:, :n]  # lengths 1..7: every doubling pattern up to 8
+    assert np.asarray(scan_steps(jnp.asarray(x), jnp.add, 0)).tolist() == np.cumsum(x, axis=1).tolist()
+    later_min = np.minimum.accumulate(x[:, ::-1], axis=1)[:, ::-1]
+    assert np.asarray(scan_steps(jnp.asarray(x), jnp.minimum, 99, reverse=True)).tolist() == later_min.tolist()
 
 
 # ------------------------------------------------------------------------------- family identities
