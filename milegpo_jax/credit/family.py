@@ -29,7 +29,7 @@ from milegpo_jax.credit.estimators import (
     episode_returns,
     invalid_penalty,
 )
-from milegpo_jax.credit.graph import Segments, dense_ids, float_dtype, scan_steps, segment_normalize, trajectory_success
+from milegpo_jax.credit.graph import Segments, dense_ids, first_rows, float_dtype, scan_steps, segment_normalize, trajectory_success
 
 # ----------------------------------------------------------------------------------------- helpers
 
@@ -81,13 +81,16 @@ def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     values, pen = step_return.ravel(), penalty.ravel()
     numerator = jnp.zeros(rows, float_dtype())
     denominator = jnp.zeros(rows, float_dtype())
-    # Order-1 keys are the anchors; the order-k key of (i, t) is (order-(k-1) key of (i, t-1), s_{i,t}).
-    history = b.src.ravel()
+    # Order-1 keys are the anchors; the order-k key of (i, t) is (order-(k-1) key of (i, t-1), s_{i,t}),
+    # named by its first row (order 2 is a pair of nodes, small enough for first_rows' table).
+    history, history_bound = b.src.ravel(), N
     for k in range(1, cfg.hgpo_history + 2):
         keyed = mask & (t >= k - 1)
-        if k > 1:
-            earlier = jnp.concatenate([jnp.full((K, 1), rows, history.dtype), history.reshape(K, T)[:, :-1]], axis=1)
-            history = dense_ids(earlier.ravel() * N + b.src.ravel(), keyed, (rows + 1) * N)
+        if k > 1:  # the row before a keyed row is keyed one order lower: its key is below history_bound
+            earlier = jnp.concatenate([jnp.zeros((K, 1), history.dtype), history.reshape(K, T)[:, :-1]], axis=1)
+            code, bound = earlier.ravel() * N + b.src.ravel(), history_bound * N
+            history = first_rows(code, keyed, bound) if k == 2 else dense_ids(code, keyed, bound)
+            history_bound = rows
         clusters = _Clusters(history, keyed, rows if k > 1 else N)
         deviation, scale = clusters.deviation(values, pen)
         std = jnp.sqrt(clusters.mean(deviation**2))  # population std

@@ -193,14 +193,14 @@ def max_product_potentials(
     """
     src, dst, step_mask = src.ravel(), dst.ravel(), step_mask.ravel()
 
-    def propagate(state):
+    def propagate(state):  # node-major [N, P]: a row's P values are contiguous for the gather and scatter
         potential, _ = state
-        through_row = jnp.where(step_mask, omega * potential[:, dst], 0.0)
-        updated = potential.at[:, src].max(through_row)
+        through_row = jnp.where(step_mask[:, None], omega * potential[dst], 0.0)
+        updated = potential.at[src].max(through_row)
         return updated, jnp.any(updated != potential)
 
-    potential, _ = lax.while_loop(lambda state: state[1], propagate, (weights, jnp.asarray(True)))
-    return potential
+    potential, _ = lax.while_loop(lambda state: state[1], propagate, (weights.T, jnp.asarray(True)))
+    return potential.T
 
 
 class Segments:
