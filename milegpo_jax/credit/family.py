@@ -288,10 +288,12 @@ def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
     a, c = sequence[:, :T].ravel(), sequence[:, 1:].ravel()
     a, c = jnp.where(edge.ravel(), a, 0), jnp.where(edge.ravel(), c, 0)  # inactive edges: a no-op self-loop
 
+    ends = jnp.concatenate([a, c])
+
     def merge(state):
         label, _ = state
         low = jnp.minimum(label[a], label[c])
-        updated = label.at[a].min(low).at[c].min(low)
+        updated = label.at[ends].min(jnp.tile(low, 2))  # both ends of each edge, in one scatter
         updated = updated[updated]  # pointer jumping: a set's labels settle in O(log N) rounds
         return updated, jnp.any(updated != label)
 
