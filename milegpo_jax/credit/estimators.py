@@ -325,9 +325,8 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     no_penalty = jnp.zeros_like(penalty)
     graph_penalty = penalty if cfg.invalid_penalty_target == "both" else no_penalty
     mix_penalty = no_penalty if cfg.invalid_penalty_target == "none" else penalty
-    adv_graph, adv_mix = jnp.moveaxis(  # both in the same scatters
-        anchor_normalize(jnp.stack([r_graph, r_mix], axis=-1), jnp.stack([graph_penalty, mix_penalty], axis=-1), b, cfg), -1, 0
-    )
+    returns, penalties = jnp.stack([r_graph, r_mix], axis=-1), jnp.stack([graph_penalty, mix_penalty], axis=-1)
+    adv_graph, adv_mix = jnp.moveaxis(anchor_normalize(returns, penalties, b, cfg), -1, 0)  # in the same scatters
     adv_res = adv_mix - adv_graph
     adv_episode = episode_advantage(b, cfg)
     advantage = cfg.step_weight * (adv_graph + cfg.eta * adv_res) + cfg.episode_weight * adv_episode

@@ -108,7 +108,7 @@ def first_rows(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
     rows = jnp.arange(size, dtype=jnp.int32)
     if bound > 32 * size:
         order, ordered = sort_rows(codes, valid, bound)
-        run_start = lax.cummax(jnp.where(_starts_run(ordered), rows, 0))  # sorted by (code, row): a run starts at its least row
+        run_start = scan_steps(jnp.where(_starts_run(ordered), rows, 0), jnp.maximum, 0)  # a run starts at its least row
         first = _unsort(order, order[run_start])
     else:
         slot = jnp.where(valid, codes, bound)
@@ -217,7 +217,7 @@ class Segments:
     def _reduce(self, columns: jax.Array, identity: float, kind: str) -> jax.Array:
         columns = jnp.where(self.mask[:, None], columns, identity)
         if self.num == 1:
-            whole = {"add": jnp.sum, "max": jnp.max, "min": jnp.min}[kind](columns, axis=0)
+            whole = {"add": jnp.sum, "max": jnp.max}[kind](columns, axis=0)
             return jnp.broadcast_to(whole, columns.shape)
         table = jnp.full((self.num, columns.shape[1]), identity, columns.dtype)
         return getattr(table.at[self.ids], kind)(columns)[self.ids]
@@ -229,9 +229,6 @@ class Segments:
     def max(self, columns: jax.Array) -> jax.Array:
         """[R, C] per-row maxima (-inf from rows outside the mask)."""
         return self._reduce(columns, -jnp.inf, "max")
-
-    def min(self, columns: jax.Array) -> jax.Array:
-        return self._reduce(columns, jnp.inf, "min")
 
 
 def segment_normalize(
