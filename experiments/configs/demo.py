@@ -10,11 +10,12 @@ Game: coin in 3 rooms, 1 distractor, no doors: gold paths of 2-7 actions, so a 1
 room to wander. 8 groups x 8 rollouts per iteration; responses of at most 24 tokens (a short think
 and an action). The learning rate suits a small model freshly warm-started, not a 1.5B one.
 
-Measured on 2026-12-01 with the packed, block-causal train step: held-out success on 128 dev seeds
+Measured on 2026-12-02 with the packed, block-causal train step: held-out success on 128 dev seeds
 at T=1.0 (the sampling temperature; see ``eval_temperature`` below), warm start -> iteration 10 ->
-iteration 20: seed 0 0.523 -> 0.672 -> 0.680 (+0.157), seed 1 0.469 -> 0.672 -> 0.750 (+0.281); ten
-more iterations gave 0.703 and 0.719. Wall time 588 s and 591 s on 2 cores (a niced test run beside
-them). The earlier figures at T=0.4 (seed 0 0.633 -> 0.688, seed 1 0.641 -> 0.664 after 30
+iteration 20: seed 0 0.523 -> 0.727 -> 0.742 (+0.219), seed 1 0.469 -> 0.766 -> 0.719 (+0.250).
+Wall time 624 s and 614 s on 2 cores from a fresh clone. The runs of 2026-12-01 (seed 0 0.680, seed 1
+0.750 at iteration 20) differ because MileGPO's advantages now differ by float32 rounding (merged
+scatters, docs/credit-family.md, Speed), which changes the sampled rollouts after a few iterations. The earlier figures at T=0.4 (seed 0 0.633 -> 0.688, seed 1 0.641 -> 0.664 after 30
 iterations) measured the near-greedy policy, which RL at T=1.0 barely moves.
 """
 
