@@ -92,12 +92,12 @@ def advantages_and_diagnostics(
     rollouts: Sequence[Group] | RolloutColumns,
     noise: np.random.Generator,
     ema_prev: float = 0.0,
-    pad_to: tuple[int, int] = (8, 8),
-) -> tuple[list[list[list[float]]], dict, float, tuple[int, int]]:
+    pad_to: tuple[int, int, int] = (8, 8, 8),
+) -> tuple[list[list[list[float]]], dict, float, tuple[int, int, int]]:
     """Per-step advantages (group, trajectory, step), the batch's credit diagnostics, MVPO's new EMA and
-    the padded (steps, nodes) used, which the caller passes back as ``pad_to`` for the next batch."""
+    the padded (steps, nodes, edges) used, which the caller passes back as ``pad_to`` for the next batch."""
     result = compute_credit(rollouts, contestant.config, ema_prev=ema_prev, pad_to=pad_to)
-    shape = (result.batch.src.shape[-1], result.batch.node_mask.shape[-1])
+    shape = (result.batch.src.shape[-1], result.batch.node_mask.shape[-1], result.batch.edge_mask.shape[-1])
     if not contestant.random:
         return result.advantages, result.diagnostics, result.ema, shape
     noisy = [[[float(x) for x in noise.standard_normal(len(steps))] for steps in group] for group in result.advantages]

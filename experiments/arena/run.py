@@ -78,9 +78,9 @@ def run_once(
     curve = []
     ema = 0.0  # MVPO's success EMA, carried from iteration to iteration (the others ignore it)
     interner = KeyInterner()  # state keys and actions -> codes, once per run
-    # Padded (steps, nodes) never shrink within a run: batches of a narrowing policy stay in the shape
+    # Padded (steps, nodes, edges) never shrink within a run: batches of a narrowing policy stay in the shape
     # of the first ones instead of compiling a program for every smaller power-of-two bucket.
-    shape = (8, 8)  # build_batch's own minima
+    shape = (8, 8, 8)  # build_batch's own minima
     for iteration in range(1, settings.iterations + 1):
         pick = np.random.default_rng(_streams(seed, 1, iteration))
         chosen = pick.choice(len(tasks), size=settings.groups, replace=settings.groups > len(tasks))

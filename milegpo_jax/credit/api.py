@@ -41,14 +41,14 @@ def compute_credit(
     cfg: CreditConfig,
     with_diagnostics: bool = True,
     ema_prev: float = 0.0,
-    pad_to: tuple[int, int] | None = None,
+    pad_to: tuple[int, ...] | None = None,
 ) -> CreditResult:
     """Advantages of ``cfg.estimator`` for every step of ``groups`` (+ the MileGPO diagnostics).
 
     ``groups`` may also be pre-interned ``RolloutColumns`` (columns.py: the fast road for producers
-    that record steps one by one). ``pad_to = (steps, nodes)`` pads the batch to at least that many
-    steps per trajectory and nodes per group, so that a caller whose batches vary keeps one compiled
-    program per shape instead of one per power-of-two bucket it passes through.
+    that record steps one by one). ``pad_to = (steps, nodes[, edges])`` pads the batch to at least that
+    many steps per trajectory, nodes and distinct edges per group, so that a caller whose batches vary
+    keeps one compiled program per shape instead of one per power-of-two bucket it passes through.
 
     ``ema_prev`` is MVPO's success EMA of the previous iteration (m_0 = 0); the result carries the
     updated value, which the caller keeps in its state (docs/credit-family.md). Rollouts that lack a
@@ -61,7 +61,7 @@ def compute_credit(
         check_columns_for(groups, cfg.estimator)
     else:
         check_estimator_inputs(groups, cfg.estimator)
-    minima = {} if pad_to is None else {"min_steps": pad_to[0], "min_nodes": pad_to[1]}
+    minima = {} if pad_to is None else dict(zip(("min_steps", "min_nodes", "min_edges"), pad_to))
     batch, layout_of, step_index = padded_batch(groups, **minima)
     advantages, ema = advantages_and_ema(batch, cfg, ema_prev)
     advantages = np.asarray(advantages)

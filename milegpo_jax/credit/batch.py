@@ -36,6 +36,12 @@ class CreditBatch(NamedTuple):
     last_state: np.ndarray  # int32 [G, K] s_T: next state of the trajectory's last step
     node_mask: np.ndarray  # bool [G, N] real node (the sink only if the group has a success)
     milestone: np.ndarray  # bool [G, K, T] the step completes the next env milestone (BEACON; False if unrecorded)
+    # The group's distinct transitions (u, v), numbered on the host in order of first use (docs/credit.md §10.1):
+    edge: np.ndarray  # int32 [G, K, T] the step's edge id (E on padded rows)
+    first_use: np.ndarray  # bool [G, K, T] the step is its trajectory's first use of its edge
+    edge_src: np.ndarray  # int32 [G, E] node id of each edge's u (0 on padded edges)
+    edge_dst: np.ndarray  # int32 [G, E] node id of each edge's v
+    edge_mask: np.ndarray  # bool [G, E] real edge
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +78,7 @@ def padded_batch(
     min_trajectories: int = 1,
     min_steps: int = 8,
     min_nodes: int = 8,
+    min_edges: int = 8,
     bucket: bool = True,
 ) -> tuple[CreditBatch, Callable[[], BatchLayout], np.ndarray]:
     """The padded arrays, a function that makes their ``BatchLayout`` (Python tuples of names and
@@ -79,7 +86,8 @@ def padded_batch(
     in the flattened [G, K, T] arrays, in the steps' (trajectory-major) order. ``bucket=False`` pads
     only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches.
 
-    Two compiled passes over the steps (``_number_steps``, ``_fill_padded``; docs/credit.md §10.1):
+    Compiled passes over the steps (``_number_steps``, ``_number_edges``, ``_fill_padded``,
+    ``_fill_edges``; docs/credit.md §10.1):
     at the paper's batch size the equivalent numpy spent most of its time in the overhead of some
     hundred small calls, several times more after other work had run (cold caches)."""
     columns = rollouts if isinstance(rollouts, RolloutColumns) else columns_from_groups(rollouts)
@@ -92,13 +100,15 @@ def padded_batch(
         states[0], states[1], actions, reward, lengths, group_sizes,
         int(states.max(initial=0)) + 1, int(actions.max(initial=0)) + 1,
     )
-    sizes = (len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1)
-    minima = (min_groups, min_trajectories, min_steps, min_nodes)
-    G, K, T, N = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
+    edge_ids, first_use, edge_nodes, group_edges = _number_edges(nodes, lengths, group_sizes, group_nodes)
+    sizes = (len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1, int(group_edges.max()))
+    minima = (min_groups, min_trajectories, min_steps, min_nodes, min_edges)
+    G, K, T, N, E = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
     *arrays, flat_row = _fill_padded(
         nodes, action_ids, reward, np.asarray(columns.valid, np.bool_), np.asarray(columns.milestone, np.int8),
         succeeded, lengths, group_sizes, group_nodes, G, K, T, N,
     )
+    arrays += _fill_edges(edge_ids, first_use, edge_nodes, lengths, group_sizes, group_edges, G, K, T, E)
     batch = CreditBatch(*arrays)
 
     def layout() -> BatchLayout:
@@ -214,3 +224,78 @@ def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths
             trajectory += 1
         node_mask[g, 1 : group_nodes[g] + 1] = True
     return src, dst, action, rewards, valids, step_mask, traj_mask, last_state, node_mask, milestones, place
+
+
+@numba.njit(cache=True)
+def _number_edges(nodes, lengths, group_sizes, group_nodes):
+    """Per-group ids of the distinct transitions (s_t, s_{t+1}) of docs/credit.md §10.1, in order of
+    first use (trajectory-major), from the node ids of ``_number_steps``. An open-addressing table
+    keyed by the node pair holds the current group's ids (its filled slots are cleared before the
+    next group), so the cost is linear in the steps whatever the number of nodes. Returns (edge id per
+    step, whether the step is its trajectory's first use of the edge, (u, v) of every group's edges
+    in id order [2 * total edges], edges per group)."""
+    steps, groups = len(nodes) // 2, len(group_sizes)
+    edge_ids = np.empty(steps, np.int32)
+    first_use = np.zeros(steps, np.bool_)
+    edge_nodes = np.empty(2 * steps, np.int32)
+    group_edges = np.zeros(groups, np.int64)
+    largest, step, trajectory = 1, 0, 0
+    for g in range(groups):  # the largest group's step count sizes the table
+        count = 0
+        for _ in range(group_sizes[g]):
+            count += lengths[trajectory]
+            trajectory += 1
+        largest = max(largest, count)
+    slots = 1
+    while slots < 2 * largest:
+        slots *= 2
+    keys = np.full(slots, -1, np.int64)
+    ids = np.empty(slots, np.int32)
+    slot_of = np.empty(steps, np.int64)  # per numbered edge: its slot in the table
+    last_user = np.full(steps, -1, np.int64)  # per numbered edge: the trajectory that used it last
+    numbered, trajectory = 0, 0
+    for g in range(groups):
+        first_of_group, width, count = numbered, group_nodes[g] + 1, 0
+        for _ in range(group_sizes[g]):
+            for s in range(step, step + lengths[trajectory]):
+                key = nodes[2 * s] * width + nodes[2 * s + 1]
+                slot = (key * 0x9E3779B1) & (slots - 1)
+                while keys[slot] != -1 and keys[slot] != key:
+                    slot = (slot + 1) & (slots - 1)
+                if keys[slot] == -1:
+                    keys[slot], ids[slot], slot_of[numbered] = key, count, slot
+                    edge_nodes[2 * numbered], edge_nodes[2 * numbered + 1] = nodes[2 * s], nodes[2 * s + 1]
+                    count += 1
+                    numbered += 1
+                e = ids[slot]
+                edge_ids[s] = e
+                first_use[s] = last_user[first_of_group + e] != trajectory
+                last_user[first_of_group + e] = trajectory
+            step += lengths[trajectory]
+            trajectory += 1
+        for e in range(first_of_group, numbered):  # clear the slots this group filled
+            keys[slot_of[e]] = -1
+        group_edges[g] = count
+    return edge_ids, first_use, edge_nodes[: 2 * numbered], group_edges
+
+
+@numba.njit(cache=True)
+def _fill_edges(edge_ids, first_use, edge_nodes, lengths, group_sizes, group_edges, G, K, T, E):
+    """The edge fields of ``CreditBatch`` in order (edge, first_use, edge_src, edge_dst, edge_mask)."""
+    edge = np.full((G, K, T), E, np.int32)
+    first = np.zeros((G, K, T), np.bool_)
+    edge_src = np.zeros((G, E), np.int32)
+    edge_dst = np.zeros((G, E), np.int32)
+    edge_mask = np.zeros((G, E), np.bool_)
+    step, trajectory, numbered = 0, 0, 0
+    for g in range(len(group_sizes)):
+        for k in range(group_sizes[g]):
+            for t in range(lengths[trajectory]):
+                edge[g, k, t], first[g, k, t] = edge_ids[step + t], first_use[step + t]
+            step += lengths[trajectory]
+            trajectory += 1
+        for e in range(group_edges[g]):
+            edge_src[g, e], edge_dst[g, e] = edge_nodes[2 * numbered], edge_nodes[2 * numbered + 1]
+            edge_mask[g, e] = True
+            numbered += 1
+    return edge, first, edge_src, edge_dst, edge_mask

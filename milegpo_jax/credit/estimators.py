@@ -87,7 +87,7 @@ def anchor_normalize(values: jax.Array, penalty: jax.Array, b: CreditBatch, cfg:
 def sink_distances(b: CreditBatch) -> jax.Array:
     """[N] d(v, g): hops to the success sink, inf when unreachable or the group has no success."""
     targets = (jnp.arange(b.node_mask.shape[-1]) == SINK) & b.node_mask
-    return distances_to(targets, b.src, b.dst, b.step_mask)
+    return distances_to(targets, b.edge_src, b.edge_dst, b.edge_mask)
 
 
 def return_distances(distance: jax.Array, node_mask: jax.Array, cfg: CreditConfig) -> jax.Array:
@@ -194,7 +194,8 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     nodes = jnp.arange(N)
     not_sink = nodes != SINK
     graph = group_graph(
-        b.src, b.dst, b.step_mask, b.traj_mask, b.last_state, b.reward, N, sources_only=cfg.visit_states == "sources"
+        b.src, b.step_mask, b.traj_mask, b.last_state, b.reward, b.edge, b.first_use, N, b.edge_mask.shape[-1],
+        sources_only=cfg.visit_states == "sources",
     )
     success = graph.success.astype(float_dtype())
     failure = graph.failure.astype(float_dtype())
@@ -236,10 +237,11 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     )
 
     # Degree centrality (R7): distinct edges (a self-loop counts as in and out) or step rows.
-    edge_uses = graph.first_edge_row if cfg.degree_mode == "distinct" else b.step_mask
-    edge_uses = edge_uses.astype(float_dtype())
-    ends = jnp.concatenate([b.src.ravel(), b.dst.ravel()])
-    degree = jnp.zeros(N, float_dtype()).at[ends].add(jnp.tile(edge_uses.ravel(), 2))
+    if cfg.degree_mode == "distinct":
+        ends, edge_uses = jnp.concatenate([b.edge_src, b.edge_dst]), b.edge_mask
+    else:
+        ends, edge_uses = jnp.concatenate([b.src.ravel(), b.dst.ravel()]), b.step_mask.ravel()
+    degree = jnp.zeros(N, float_dtype()).at[ends].add(jnp.tile(edge_uses.astype(float_dtype()), 2))
     # Normaliser over the success-visited states (§5.4), independent of R6 and min_node_support.
     degree_pool = b.node_mask & not_sink & (n_visit_pos > 0)
     if cfg.degree_norm_include_sink:
@@ -249,34 +251,33 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
 
     distance = sink_distances(b)
 
-    # ---- PCC (§5.7): branch-contrastive calibration and local progress.
-    # Everything per edge is evaluated on the step rows (each row is one use of its edge; duplicates
-    # do not change a max); per-source sibling sums add each distinct edge once, at its first row.
-    u, v = b.src, b.dst
-    n_edge, n_edge_pos = graph.edge_trajectories, graph.edge_successes
-    row_is_branch = b.step_mask if cfg.bcc_self_loops else b.step_mask & (u != v)
-    row_pos = _safe_div(n_edge_pos, n_edge)  # Eq. 11
-    row_neg = _safe_div(n_edge - n_edge_pos, n_edge)
-    distinct_branch = graph.first_edge_row & row_is_branch
+    # ---- PCC (§5.7): branch-contrastive calibration and local progress, per distinct edge u -> v
+    # (the host's edge list): per-source sibling sums count each edge once, and maxima over edges are
+    # maxima over the step rows that use them.
+    u, v = b.edge_src, b.edge_dst
+    n_edge, n_edge_pos = graph.edge_users, graph.edge_winners
+    is_branch = b.edge_mask if cfg.bcc_self_loops else b.edge_mask & (u != v)
+    edge_pos = _safe_div(n_edge_pos, n_edge)  # Eq. 11
+    edge_neg = _safe_div(n_edge - n_edge_pos, n_edge)
 
     per_source = jnp.zeros((N, 3), float_dtype()).at[u].add(
-        jnp.where(distinct_branch[..., None], jnp.stack([jnp.ones_like(row_pos), row_pos, row_neg], axis=-1), 0.0)
+        jnp.where(is_branch[:, None], jnp.stack([jnp.ones_like(edge_pos), edge_pos, edge_neg], axis=-1), 0.0)
     )
     branch_count, branch_pos_sum, branch_neg_sum = per_source.T
 
     n_siblings = branch_count[u] - 1.0
-    has_siblings = row_is_branch & (n_siblings > 0)
-    sibling_pos = _safe_div(branch_pos_sum[u] - row_pos, n_siblings)
-    sibling_neg = _safe_div(branch_neg_sum[u] - row_neg, n_siblings)
-    contrast = jnp.where(has_siblings, row_pos - sibling_pos, 0.0)  # Eq. 12
-    contrast = _safe_div(contrast, _masked_max(jnp.abs(contrast), row_is_branch))  # Eq. 13
-    positive_contrast = row_is_branch & (contrast > THRESHOLD_TOLERANCE)
+    has_siblings = is_branch & (n_siblings > 0)
+    sibling_pos = _safe_div(branch_pos_sum[u] - edge_pos, n_siblings)
+    sibling_neg = _safe_div(branch_neg_sum[u] - edge_neg, n_siblings)
+    contrast = jnp.where(has_siblings, edge_pos - sibling_pos, 0.0)  # Eq. 12
+    contrast = _safe_div(contrast, _masked_max(jnp.abs(contrast), is_branch))  # Eq. 13
+    positive_contrast = is_branch & (contrast > THRESHOLD_TOLERANCE)
 
     finite_step = jnp.isfinite(distance[u]) & jnp.isfinite(distance[v])
     progress_hops = jnp.where(finite_step, distance[u] - distance[v], 0.0)  # Δd; R12: ∞ -> 0
     edge_lift_neg = jnp.where(
         has_siblings,
-        jnp.maximum(row_neg - sibling_neg, 0.0),
+        jnp.maximum(edge_neg - sibling_neg, 0.0),
         jnp.maximum(p_neg - p_group_neg, 0.0)[v],  # no sibling: node-level failure lift of v
     )
     psi = cfg.alpha_d * progress_hops + cfg.alpha_s * (p_pos - p_group_pos)[v] - cfg.alpha_f * edge_lift_neg  # Eq. 15
@@ -284,7 +285,7 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
         successful_edge = n_edge_pos >= 1
     else:
         successful_edge = n_edge_pos > 0.5 * n_edge
-    incoming = row_is_branch & successful_edge & (psi > THRESHOLD_TOLERANCE)
+    incoming = is_branch & successful_edge & (psi > THRESHOLD_TOLERANCE)
     branch, progress_raw = jnp.zeros((N, 2)).at[v].max(  # Eq. 14, and ψ̄'s numerator
         jnp.stack([jnp.where(positive_contrast, contrast, 0.0), jnp.where(incoming, psi, 0.0)], axis=-1)
     ).T
@@ -307,7 +308,7 @@ def _milegpo_group(b: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     else:
         weight_pos, weight_neg = is_milestone.astype(float_dtype()), is_trap.astype(float_dtype())
     potential_pos, potential_neg = max_product_potentials(
-        jnp.stack([weight_pos, weight_neg]), b.src, b.dst, b.step_mask, cfg.omega
+        jnp.stack([weight_pos, weight_neg]), b.edge_src, b.edge_dst, b.edge_mask, cfg.omega
     )
 
     # ---- shaped return and advantage (Eqs. 9, 10, 20-22)

@@ -6,7 +6,8 @@ are pure, shape-static and jit/vmap friendly; masked (padded) steps contribute n
 Distances and potentials avoid all-pairs shortest paths (docs/credit.md §10): the distance to the
 sink is a single-target Bellman iteration, and every potential max_v w(v)·ω^d(s,v) is the fixpoint
 of Φ(s) = max(w(s), ω·max_{s'∈succ(s)} Φ(s')), which holds because w >= 0 and 0 < ω <= 1. Both
-iterate over the step rows (the observed transitions) rather than a dense adjacency matrix.
+iterate over the group's distinct observed transitions (numbered on the host) rather than a dense
+adjacency matrix.
 """
 
 from __future__ import annotations
@@ -28,16 +29,15 @@ def float_dtype() -> jnp.dtype:
 class GroupGraph(NamedTuple):
     """Trajectory visit and edge statistics of one group (docs/credit.md §5.4, §5.7).
 
-    Edge statistics are kept per step row (each row is one use of its edge u -> v): no [N, N] matrix
-    is built, since K*T rows are far fewer than N^2 node pairs and dense pair matrices dominated the
-    estimator's time."""
+    Edges are the group's distinct transitions, numbered on the host (``CreditBatch.edge``), and their
+    statistics are kept per edge id: no [N, N] matrix is built, since the distinct edges are far fewer
+    than N^2 node pairs."""
 
     visits: jax.Array  # float [K, N]: visits of each node by each trajectory
     success: jax.Array  # bool [K]: real trajectory with episode reward > 0 (R2)
     failure: jax.Array  # bool [K]: real trajectory that did not succeed
-    first_edge_row: jax.Array  # bool [K, T]: the row is the group's first use of its edge (one per distinct edge)
-    edge_trajectories: jax.Array  # float [K, T]: |T(e)| of the row's edge, distinct trajectories using it
-    edge_successes: jax.Array  # float [K, T]: |T+(e)| of the row's edge
+    edge_users: jax.Array  # float [E]: |T(e)|, distinct trajectories using each edge
+    edge_winners: jax.Array  # float [E]: |T+(e)|, the successful ones among them
 
 
 def trajectory_success(reward: jax.Array, step_mask: jax.Array, traj_mask: jax.Array) -> jax.Array:
@@ -119,20 +119,22 @@ def first_rows(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
 
 def group_graph(
     src: jax.Array,
-    dst: jax.Array,
     step_mask: jax.Array,
     traj_mask: jax.Array,
     last_state: jax.Array,
     reward: jax.Array,
+    edge: jax.Array,
+    first_use: jax.Array,
     num_nodes: int,
+    num_edges: int,
     sources_only: bool = False,
 ) -> GroupGraph:
-    """Builds visit counts and the per-row edge statistics of one group.
+    """Builds visit counts and the edge statistics of one group.
 
     Visits count s_0..s_T of each trajectory (the step sources plus the last step's next state, R5);
-    with ``sources_only`` the final state is left out. Each edge is named by its first row in the
-    group (``first_rows``), and the first row of each (edge, trajectory) counts one user of the edge:
-    |T(e)|, and |T+(e)| among the successful trajectories.
+    with ``sources_only`` the final state is left out. The first row of each (edge, trajectory)
+    (``first_use``, from the host) counts one user of the edge: |T(e)|, and |T+(e)| among the
+    successful trajectories. Padded rows carry edge id ``num_edges`` and land in a spare slot.
     """
     K, T = src.shape
     weight = step_mask.astype(float_dtype())
@@ -142,41 +144,35 @@ def group_graph(
         weight = jnp.concatenate([weight, traj_mask.astype(float_dtype())])
     visits = jnp.zeros((K, num_nodes), float_dtype()).at[visitor, visited].add(weight)
     success = trajectory_success(reward, step_mask, traj_mask)
-    mask = step_mask.ravel()
-    rows = jnp.arange(K * T, dtype=jnp.int32)
-    edge = first_rows((src * num_nodes + dst).ravel(), mask, num_nodes * num_nodes)  # the edge's first row
-    first_edge_row = mask & (edge == rows)
-    first_use = mask & (first_rows(edge * K + rows // T, mask, K * T * K) == rows)  # first row of (edge, trajectory)
-    first_weight = first_use.astype(float_dtype())
-    users_winners = jnp.zeros((K * T + 1, 2), float_dtype()).at[edge].add(
+    mask, edge = step_mask.ravel(), edge.ravel()
+    first_weight = (mask & first_use.ravel()).astype(float_dtype())
+    users_winners = jnp.zeros((num_edges + 1, 2), float_dtype()).at[edge].add(
         jnp.stack([first_weight, first_weight * jnp.repeat(success, T)], axis=1)
-    )[edge]
-    users, winners = users_winners[:, 0], users_winners[:, 1]
+    )
     return GroupGraph(
         visits=visits,
         success=success,
         failure=traj_mask & ~success,
-        first_edge_row=first_edge_row.reshape(K, T),
-        edge_trajectories=jnp.where(mask, users, 0.0).reshape(K, T),
-        edge_successes=jnp.where(mask, winners, 0.0).reshape(K, T),
+        edge_users=users_winners[:num_edges, 0],
+        edge_winners=users_winners[:num_edges, 1],
     )
 
 
-def distances_to(targets: jax.Array, src: jax.Array, dst: jax.Array, step_mask: jax.Array) -> jax.Array:
+def distances_to(targets: jax.Array, src: jax.Array, dst: jax.Array, mask: jax.Array) -> jax.Array:
     """[N] directed hop distance from every node to the nearest target node (inf if unreachable).
 
-    Bellman relaxation d(u) <- min(d(u), 1 + d(v)) over the observed transitions (u, v), iterated
-    until nothing changes. It runs over the step rows, not a dense [N, N] adjacency: rows repeat
-    edges, which a min does not mind, and K*T rows are far fewer than N^2 entries.
+    Bellman relaxation d(u) <- min(d(u), 1 + d(v)) over the transitions (u, v) where ``mask``,
+    iterated until nothing changes. The estimators pass the group's distinct edges: each round is a
+    scatter over them, about half as many as the step rows, and far fewer than N^2 adjacency entries.
     """
     inf = jnp.asarray(jnp.inf, float_dtype())
-    src, dst, step_mask = src.ravel(), dst.ravel(), step_mask.ravel()
+    src, dst, mask = src.ravel(), dst.ravel(), mask.ravel()
     start = jnp.where(targets, 0.0, inf).astype(float_dtype())
 
     def relax(state):
         distance, _ = state
-        through_row = jnp.where(step_mask, 1.0 + distance[dst], inf)
-        updated = distance.at[src].min(through_row)
+        through_edge = jnp.where(mask, 1.0 + distance[dst], inf)
+        updated = distance.at[src].min(through_edge)
         return updated, jnp.any(updated != distance)
 
     distance, _ = lax.while_loop(lambda state: state[1], relax, (start, jnp.asarray(True)))
@@ -184,19 +180,20 @@ def distances_to(targets: jax.Array, src: jax.Array, dst: jax.Array, step_mask: 
 
 
 def max_product_potentials(
-    weights: jax.Array, src: jax.Array, dst: jax.Array, step_mask: jax.Array, omega: float
+    weights: jax.Array, src: jax.Array, dst: jax.Array, mask: jax.Array, omega: float
 ) -> jax.Array:
     """[P, N] potentials Φ_p(s) = max_v weights[p, v]·ω^d(s, v) for P weight vectors at once.
 
     ``weights`` must be >= 0 and 0 outside the candidate set; unreachable candidates contribute 0.
-    Iterates Φ(u) <- max(Φ(u), ω·Φ(v)) over the transition rows (u, v) until nothing changes.
+    Iterates Φ(u) <- max(Φ(u), ω·Φ(v)) over the transitions (u, v) where ``mask`` (the distinct
+    edges) until nothing changes.
     """
-    src, dst, step_mask = src.ravel(), dst.ravel(), step_mask.ravel()
+    src, dst, mask = src.ravel(), dst.ravel(), mask.ravel()
 
-    def propagate(state):  # node-major [N, P]: a row's P values are contiguous for the gather and scatter
+    def propagate(state):  # node-major [N, P]: an edge's P values are contiguous for the gather and scatter
         potential, _ = state
-        through_row = jnp.where(step_mask[:, None], omega * potential[dst], 0.0)
-        updated = potential.at[src].max(through_row)
+        through_edge = jnp.where(mask[:, None], omega * potential[dst], 0.0)
+        updated = potential.at[src].max(through_edge)
         return updated, jnp.any(updated != potential)
 
     potential, _ = lax.while_loop(lambda state: state[1], propagate, (weights.T, jnp.asarray(True)))

@@ -10,8 +10,8 @@ Memory: the padded shapes follow from the rollouts alone (``bucketed_shape`` mir
 bucketing without allocating anything), and XLA's own memory analysis of the compiled estimator for
 those shapes says how many bytes it needs; a run above the limit is refused before any array exists.
 Compiling for that analysis costs seconds, so it runs only when a cheap upper estimate
-(``rough_bytes``: 32 bytes per node pair per group plus per-row terms; generous since the estimators
-keep edge statistics per step row rather than in [N, N] matrices) comes within a factor of
+(``rough_bytes``: 32 bytes per node pair per group plus per-row and per-edge terms; generous since
+the estimators keep edge statistics per distinct edge rather than in [N, N] matrices) comes within a factor of
 ``EXACT_CHECK_MARGIN`` of the limit.
 """
 
@@ -56,45 +56,48 @@ def check_reward_range(groups: Sequence[Group], precision: str) -> None:
                 )
 
 
-def bucketed_shape(groups: Sequence[Group]) -> tuple[int, int, int, int]:
-    """(G, K, T, N) of the padded batch ``build_batch`` would make, without building it."""
-    nodes = 0
+def bucketed_shape(groups: Sequence[Group]) -> tuple[int, int, int, int, int]:
+    """(G, K, T, N, E) of the padded batch ``build_batch`` would make, without building it."""
+    nodes = edges = 0
     for group in groups:
-        states = set()
+        states, transitions = set(), set()
         for trajectory in group.trajectories:
             final = len(trajectory.steps) - 1 if trajectory.succeeded else len(trajectory.steps)
             for t, step in enumerate(trajectory.steps):
                 states.add(step.state)
                 if t != final:
                     states.add(step.next_state)
-        nodes = max(nodes, len(states) + 1)  # + the success sink
+                transitions.add((step.state, step.next_state if t != final else None))  # None: the sink
+        nodes, edges = max(nodes, len(states) + 1), max(edges, len(transitions))  # + the success sink
     sizes = (len(groups), max(len(g.trajectories) for g in groups),
-             max(len(t.steps) for g in groups for t in g.trajectories), nodes)
-    return tuple(bucket_size(size, minimum) for size, minimum in zip(sizes, (1, 1, 8, 8)))
+             max(len(t.steps) for g in groups for t in g.trajectories), nodes, edges)
+    return tuple(bucket_size(size, minimum) for size, minimum in zip(sizes, (1, 1, 8, 8, 8)))
 
 
-def abstract_batch(shape: tuple[int, int, int, int]) -> CreditBatch:
+def abstract_batch(shape: tuple[int, int, int, int, int]) -> CreditBatch:
     import jax
 
-    G, K, T, N = shape
+    G, K, T, N, E = shape
     rows = lambda dtype: jax.ShapeDtypeStruct((G, K, T), dtype)  # noqa: E731
+    edges = lambda dtype: jax.ShapeDtypeStruct((G, E), dtype)  # noqa: E731
     return CreditBatch(
         src=rows(np.int32), dst=rows(np.int32), action=rows(np.int32), reward=rows(np.float32), valid=rows(bool),
         step_mask=rows(bool), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
         last_state=jax.ShapeDtypeStruct((G, K), np.int32), node_mask=jax.ShapeDtypeStruct((G, N), bool),
-        milestone=rows(bool),
+        milestone=rows(bool), edge=rows(np.int32), first_use=rows(bool),
+        edge_src=edges(np.int32), edge_dst=edges(np.int32), edge_mask=edges(bool),
     )
 
 
-def estimated_bytes(shape: tuple[int, int, int, int], cfg: CreditConfig, with_diagnostics: bool) -> int:
+def estimated_bytes(shape: tuple[int, int, int, int, int], cfg: CreditConfig, with_diagnostics: bool) -> int:
     """Peak bytes of the credit computation for ``shape``: host arrays plus XLA's compiled footprint
     (arguments, outputs and temporaries) of the largest program run, from ``memory_analysis``."""
     import jax
 
     from milegpo_jax.credit.estimators import estimate_advantages, milegpo_terms
 
-    G, K, T, N = shape
-    host = G * K * T * (4 * 4 + 3) + G * K * 8 + G * N  # build_batch's numpy arrays
+    G, K, T, N, E = shape
+    host = G * K * T * (5 * 4 + 4) + G * K * 8 + G * N + G * E * 9  # build_batch's numpy arrays
     programs = [lambda batch: estimate_advantages(batch, cfg)]
     if with_diagnostics:
         terms_cfg = cfg if cfg.estimator == "milegpo" else dataclasses.replace(cfg, estimator="milegpo")
@@ -109,10 +112,10 @@ def estimated_bytes(shape: tuple[int, int, int, int], cfg: CreditConfig, with_di
     return host + peak
 
 
-def rough_bytes(shape: tuple[int, int, int, int]) -> int:
+def rough_bytes(shape: tuple[int, int, int, int, int]) -> int:
     """A cheap over-estimate of ``estimated_bytes`` (node-pair matrices dominate; see the docstring)."""
-    G, K, T, N = shape
-    return G * (32 * N * N + 8 * K * T * N + 64 * K * T + 4096)
+    G, K, T, N, E = shape
+    return G * (32 * N * N + 8 * K * T * N + 72 * K * T + 32 * E + 4096)
 
 
 def check_memory(groups: Sequence[Group], cfg: CreditConfig, max_bytes: int, with_diagnostics: bool = True) -> None:
@@ -121,7 +124,7 @@ def check_memory(groups: Sequence[Group], cfg: CreditConfig, max_bytes: int, wit
         return
     needed = estimated_bytes(shape, cfg, with_diagnostics)
     if needed > max_bytes:
-        G, K, T, N = shape
+        G, K, T, N, _ = shape
         raise CreditLimitError(
             f"input: the padded batch ({G} groups x {K} trajectories x {T} steps, {N} states per group) needs about "
             f"{needed / 1024**3:.3g} GiB, above the limit of {max_bytes / 1024**3:.3g} GiB (raise it with --max-memory-gb)"

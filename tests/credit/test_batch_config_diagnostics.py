@@ -12,6 +12,7 @@ from milegpo_jax.credit.batch import SINK, build_batch, bucket_size
 from milegpo_jax.credit.columns import RolloutColumns
 from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
+from milegpo_jax.credit.limits import bucketed_shape
 from milegpo_jax.credit.rollouts import make_group
 from tests.credit.spec_vectors import EXAMPLES
 
@@ -81,6 +82,68 @@ def test_batch_ids_follow_first_appearance_per_group(code_span):
         mask = batch.step_mask
         assert (batch.src[mask].tolist(), batch.dst[mask].tolist(), batch.action[mask].tolist()) == (src, dst, action)
         assert list(layout.node_names) == names
+
+
+def _edges_by_first_use(batch) -> tuple[list, list, list]:
+    """docs/credit.md §10.1 spelled out with a dict and a set per group: each step's edge id (distinct
+    (u, v) node pairs in order of first use), whether it is its trajectory's first use of the edge,
+    and each group's edge list."""
+    edge, first_use, edge_lists = [], [], []
+    G, K, T = batch.src.shape
+    for g in range(G):
+        ids, used = {}, set()
+        for k in range(K):
+            for t in range(T):
+                if batch.step_mask[g, k, t]:
+                    e = ids.setdefault((int(batch.src[g, k, t]), int(batch.dst[g, k, t])), len(ids))
+                    edge.append(e)
+                    first_use.append((e, k) not in used)
+                    used.add((e, k))
+        edge_lists.append(list(ids))
+    return edge, first_use, edge_lists
+
+
+@pytest.mark.parametrize("code_span", [3, 12, 10**7])
+def test_batch_edges_are_the_distinct_transitions_in_order_of_first_use(code_span):
+    rng = np.random.default_rng(code_span)
+    for _ in range(20):
+        group_sizes = rng.integers(1, 5, rng.integers(1, 5))
+        lengths = rng.integers(1, 40, group_sizes.sum())  # long groups: many collisions in the edge table
+        steps = int(lengths.sum())
+        columns = RolloutColumns(
+            state=rng.integers(0, code_span, steps), next_state=rng.integers(0, code_span, steps),
+            action=rng.integers(0, 3, steps), reward=np.where(rng.random(steps) < 0.1, 10.0, 0.0),
+            valid=np.ones(steps, bool), milestone=np.zeros(steps, np.int8),
+            lengths=lengths, group_sizes=group_sizes, state_names=_NamesOf(),
+        )
+        batch, _ = build_batch(columns)
+        edge, first_use, edge_lists = _edges_by_first_use(batch)
+        mask, E = batch.step_mask, batch.edge_mask.shape[-1]
+        assert (batch.edge[mask].tolist(), batch.first_use[mask].tolist()) == (edge, first_use)
+        assert (batch.edge[~mask] == E).all() and not batch.first_use[~mask].any()
+        assert E == bucket_size(max(map(len, edge_lists)), 8)
+        for g, edges in enumerate(edge_lists):
+            n = len(edges)
+            assert batch.edge_mask[g].tolist() == [True] * n + [False] * (E - n)
+            assert list(zip(batch.edge_src[g, :n].tolist(), batch.edge_dst[g, :n].tolist())) == edges
+        assert bucketed_shape(groups_from_columns(columns))[-1] == E  # the memory check's mirror
+
+
+def groups_from_columns(columns: RolloutColumns) -> list:
+    """The columns as ``Group`` records (state keys named by code)."""
+    groups, step, trajectory = [], 0, 0
+    for size in columns.group_sizes:
+        trajectories = []
+        for _ in range(size):
+            steps = []
+            for _ in range(columns.lengths[trajectory]):
+                steps.append((f"s{columns.state[step]}", f"a{columns.action[step]}", f"s{columns.next_state[step]}",
+                              float(columns.reward[step]), True))
+                step += 1
+            trajectories.append(steps)
+            trajectory += 1
+        groups.append(make_group(trajectories))
+    return groups
 
 
 class _NamesOf(dict):
