@@ -86,8 +86,7 @@ def padded_batch(
     in the flattened [G, K, T] arrays, in the steps' (trajectory-major) order. ``bucket=False`` pads
     only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches.
 
-    Compiled passes over the steps (``_number_steps``, ``_number_edges``, ``_fill_padded``,
-    ``_fill_edges``; docs/credit.md §10.1):
+    Two compiled passes over the steps (``_number_steps``, ``_fill_padded``; docs/credit.md §10.1):
     at the paper's batch size the equivalent numpy spent most of its time in the overhead of some
     hundred small calls, several times more after other work had run (cold caches)."""
     columns = rollouts if isinstance(rollouts, RolloutColumns) else columns_from_groups(rollouts)
@@ -96,19 +95,18 @@ def padded_batch(
     reward = np.asarray(columns.reward, np.float64)
     states, names_of_code = _dense_codes(np.asarray(columns.state), np.asarray(columns.next_state))
     (actions,), _ = _dense_codes(np.asarray(columns.action))
-    nodes, action_ids, succeeded, group_nodes, ordered_codes = _number_steps(
+    nodes, action_ids, succeeded, group_nodes, ordered_codes, edges = _number_steps(
         states[0], states[1], actions, reward, lengths, group_sizes,
         int(states.max(initial=0)) + 1, int(actions.max(initial=0)) + 1,
     )
-    edge_ids, first_use, edge_nodes, group_edges = _number_edges(nodes, lengths, group_sizes, group_nodes)
+    group_edges = edges[3]
     sizes = (len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1, int(group_edges.max()))
     minima = (min_groups, min_trajectories, min_steps, min_nodes, min_edges)
     G, K, T, N, E = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
     *arrays, flat_row = _fill_padded(
         nodes, action_ids, reward, np.asarray(columns.valid, np.bool_), np.asarray(columns.milestone, np.int8),
-        succeeded, lengths, group_sizes, group_nodes, G, K, T, N,
+        succeeded, lengths, group_sizes, group_nodes, edges, G, K, T, N, E,
     )
-    arrays += _fill_edges(edge_ids, first_use, edge_nodes, lengths, group_sizes, group_edges, G, K, T, E)
     batch = CreditBatch(*arrays)
 
     def layout() -> BatchLayout:
@@ -145,9 +143,14 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
     (s_0, s_1 of step 0, s_1, s_2 of step 1, ...) order, where the last next state of a successful
     trajectory (episode reward > 0, summed in step order) is the sink and numbers nothing. Action ids:
     0, 1, ... per group in order of first appearance. A table indexed by code holds the current
-    group's ids and is cleared entry by entry before the next group. Returns (node ids of (s_t,
-    s_{t+1}) interleaved [2S], action ids [S], success per trajectory, real states per group, the
-    codes of all groups' states in id order)."""
+    group's ids and is cleared entry by entry before the next group. Edge ids (docs/credit.md §10.1):
+    the group's distinct (u, v) node pairs 0, 1, ... in order of first use, from an open-addressing
+    table keyed by the pair (sized by the largest group's steps, whatever the number of nodes; the
+    slots a group filled are cleared before the next), and whether the step is its trajectory's
+    first use of its edge. Returns (node ids of (s_t, s_{t+1}) interleaved [2S], action ids [S],
+    success per trajectory, real states per group, the codes of all groups' states in id order, and
+    the edges: (edge id per step [S], first use per step [S], (u, v) of every group's edges in id
+    order [2 * edges], edges per group))."""
     steps, groups = len(state), len(group_sizes)
     nodes = np.empty(2 * steps, np.int32)
     action_ids = np.empty(steps, np.int32)
@@ -157,9 +160,16 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
     node_of = np.full(num_codes, -1, np.int32)
     action_of = np.full(num_actions, -1, np.int32)
     group_actions = np.empty(steps, np.int64)
-    step, trajectory, numbered = 0, 0, 0
+    edge_ids, first_use = np.empty(steps, np.int32), np.zeros(steps, np.bool_)
+    edge_nodes, group_edges = np.empty(2 * steps, np.int32), np.zeros(groups, np.int64)
+    slots = _edge_table_slots(lengths, group_sizes)
+    keys, ids = np.full(slots, -1, np.int64), np.empty(slots, np.int32)
+    slot_of = np.empty(steps, np.int64)  # per numbered edge: its slot in the table
+    last_user = np.full(steps, -1, np.int64)  # per numbered edge: the trajectory that used it last
+    step, trajectory, numbered, edges_numbered = 0, 0, 0, 0
     for g in range(groups):
         first_of_group, count, action_count = numbered, 0, 0
+        first_edge, edge_count = edges_numbered, 0
         for _ in range(group_sizes[g]):
             end = step + lengths[trajectory]
             total = 0.0
@@ -185,19 +195,51 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
                     group_actions[action_count] = a
                     action_count += 1
                 action_ids[s] = action_of[a]
+                key = (np.int64(nodes[2 * s]) << 32) | nodes[2 * s + 1]
+                slot = (key * 0x9E3779B1) & (slots - 1)
+                while keys[slot] != -1 and keys[slot] != key:
+                    slot = (slot + 1) & (slots - 1)
+                if keys[slot] == -1:
+                    keys[slot], ids[slot], slot_of[edges_numbered] = key, edge_count, slot
+                    edge_nodes[2 * edges_numbered], edge_nodes[2 * edges_numbered + 1] = nodes[2 * s], nodes[2 * s + 1]
+                    edge_count += 1
+                    edges_numbered += 1
+                edge_ids[s] = ids[slot]
+                first_use[s] = last_user[first_edge + ids[slot]] != trajectory
+                last_user[first_edge + ids[slot]] = trajectory
             step = end
             trajectory += 1
         for i in range(first_of_group, numbered):
             node_of[ordered[i]] = -1
         for i in range(action_count):
             action_of[group_actions[i]] = -1
-        group_nodes[g] = count
-    return nodes, action_ids, succeeded, group_nodes, ordered[:numbered]
+        for i in range(first_edge, edges_numbered):
+            keys[slot_of[i]] = -1
+        group_nodes[g], group_edges[g] = count, edge_count
+    edges = (edge_ids, first_use, edge_nodes[: 2 * edges_numbered], group_edges)
+    return nodes, action_ids, succeeded, group_nodes, ordered[:numbered], edges
 
 
 @numba.njit(cache=True)
-def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths, group_sizes, group_nodes, G, K, T, N):
-    """The ``CreditBatch`` fields in order, and each step's place in the flattened [G, K, T] arrays."""
+def _edge_table_slots(lengths, group_sizes):
+    """A power of two of at least twice the largest group's steps (the edge table stays sparse)."""
+    largest, trajectory = 1, 0
+    for g in range(len(group_sizes)):
+        count = 0
+        for _ in range(group_sizes[g]):
+            count += lengths[trajectory]
+            trajectory += 1
+        largest = max(largest, count)
+    slots = 1
+    while slots < 2 * largest:
+        slots *= 2
+    return slots
+
+
+@numba.njit(cache=True)
+def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths, group_sizes, group_nodes, edges, G, K, T, N, E):
+    """The ``CreditBatch`` fields in order, and each step's place in the flattened [G, K, T] arrays
+    (``edges``: the edges of ``_number_steps``)."""
     src = np.zeros((G, K, T), np.int32)
     dst = np.zeros((G, K, T), np.int32)
     action = np.zeros((G, K, T), np.int32)
@@ -208,8 +250,14 @@ def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths
     last_state = np.zeros((G, K), np.int32)
     node_mask = np.zeros((G, N), np.bool_)
     milestones = np.zeros((G, K, T), np.bool_)
+    edge_ids, first_use, edge_nodes, group_edges = edges
+    edge = np.full((G, K, T), E, np.int32)
+    first = np.zeros((G, K, T), np.bool_)
+    edge_src = np.zeros((G, E), np.int32)
+    edge_dst = np.zeros((G, E), np.int32)
+    edge_mask = np.zeros((G, E), np.bool_)
     place = np.empty(len(action_ids), np.int64)
-    step, trajectory = 0, 0
+    step, trajectory, numbered = 0, 0, 0
     for g in range(len(group_sizes)):
         for k in range(group_sizes[g]):
             for t in range(lengths[trajectory]):
@@ -217,85 +265,16 @@ def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths
                 src[g, k, t], dst[g, k, t], action[g, k, t] = nodes[2 * s], nodes[2 * s + 1], action_ids[s]
                 rewards[g, k, t], valids[g, k, t] = reward[s], valid[s]  # float64 -> float32, rounded
                 step_mask[g, k, t], milestones[g, k, t] = True, milestone[s] == 1  # unrecorded (-1) -> False
+                edge[g, k, t], first[g, k, t] = edge_ids[s], first_use[s]
                 place[s] = (g * K + k) * T + t
             step += lengths[trajectory]
             traj_mask[g, k], last_state[g, k] = True, nodes[2 * step - 1]
             node_mask[g, SINK] |= succeeded[trajectory]
             trajectory += 1
         node_mask[g, 1 : group_nodes[g] + 1] = True
-    return src, dst, action, rewards, valids, step_mask, traj_mask, last_state, node_mask, milestones, place
-
-
-@numba.njit(cache=True)
-def _number_edges(nodes, lengths, group_sizes, group_nodes):
-    """Per-group ids of the distinct transitions (s_t, s_{t+1}) of docs/credit.md §10.1, in order of
-    first use (trajectory-major), from the node ids of ``_number_steps``. An open-addressing table
-    keyed by the node pair holds the current group's ids (its filled slots are cleared before the
-    next group), so the cost is linear in the steps whatever the number of nodes. Returns (edge id per
-    step, whether the step is its trajectory's first use of the edge, (u, v) of every group's edges
-    in id order [2 * total edges], edges per group)."""
-    steps, groups = len(nodes) // 2, len(group_sizes)
-    edge_ids = np.empty(steps, np.int32)
-    first_use = np.zeros(steps, np.bool_)
-    edge_nodes = np.empty(2 * steps, np.int32)
-    group_edges = np.zeros(groups, np.int64)
-    largest, step, trajectory = 1, 0, 0
-    for g in range(groups):  # the largest group's step count sizes the table
-        count = 0
-        for _ in range(group_sizes[g]):
-            count += lengths[trajectory]
-            trajectory += 1
-        largest = max(largest, count)
-    slots = 1
-    while slots < 2 * largest:
-        slots *= 2
-    keys = np.full(slots, -1, np.int64)
-    ids = np.empty(slots, np.int32)
-    slot_of = np.empty(steps, np.int64)  # per numbered edge: its slot in the table
-    last_user = np.full(steps, -1, np.int64)  # per numbered edge: the trajectory that used it last
-    numbered, trajectory = 0, 0
-    for g in range(groups):
-        first_of_group, width, count = numbered, group_nodes[g] + 1, 0
-        for _ in range(group_sizes[g]):
-            for s in range(step, step + lengths[trajectory]):
-                key = nodes[2 * s] * width + nodes[2 * s + 1]
-                slot = (key * 0x9E3779B1) & (slots - 1)
-                while keys[slot] != -1 and keys[slot] != key:
-                    slot = (slot + 1) & (slots - 1)
-                if keys[slot] == -1:
-                    keys[slot], ids[slot], slot_of[numbered] = key, count, slot
-                    edge_nodes[2 * numbered], edge_nodes[2 * numbered + 1] = nodes[2 * s], nodes[2 * s + 1]
-                    count += 1
-                    numbered += 1
-                e = ids[slot]
-                edge_ids[s] = e
-                first_use[s] = last_user[first_of_group + e] != trajectory
-                last_user[first_of_group + e] = trajectory
-            step += lengths[trajectory]
-            trajectory += 1
-        for e in range(first_of_group, numbered):  # clear the slots this group filled
-            keys[slot_of[e]] = -1
-        group_edges[g] = count
-    return edge_ids, first_use, edge_nodes[: 2 * numbered], group_edges
-
-
-@numba.njit(cache=True)
-def _fill_edges(edge_ids, first_use, edge_nodes, lengths, group_sizes, group_edges, G, K, T, E):
-    """The edge fields of ``CreditBatch`` in order (edge, first_use, edge_src, edge_dst, edge_mask)."""
-    edge = np.full((G, K, T), E, np.int32)
-    first = np.zeros((G, K, T), np.bool_)
-    edge_src = np.zeros((G, E), np.int32)
-    edge_dst = np.zeros((G, E), np.int32)
-    edge_mask = np.zeros((G, E), np.bool_)
-    step, trajectory, numbered = 0, 0, 0
-    for g in range(len(group_sizes)):
-        for k in range(group_sizes[g]):
-            for t in range(lengths[trajectory]):
-                edge[g, k, t], first[g, k, t] = edge_ids[step + t], first_use[step + t]
-            step += lengths[trajectory]
-            trajectory += 1
         for e in range(group_edges[g]):
             edge_src[g, e], edge_dst[g, e] = edge_nodes[2 * numbered], edge_nodes[2 * numbered + 1]
             edge_mask[g, e] = True
             numbered += 1
-    return edge, first, edge_src, edge_dst, edge_mask
+    return (src, dst, action, rewards, valids, step_mask, traj_mask, last_state, node_mask, milestones,
+            edge, first, edge_src, edge_dst, edge_mask, place)
