@@ -24,24 +24,59 @@ SINK = 0  # node id of the success sink in every group
 
 
 class CreditBatch(NamedTuple):
-    """Padded arrays; G groups x K trajectories x T steps, N nodes per group (a JAX pytree)."""
+    """Padded arrays; G groups x K trajectories x T steps, N nodes and E distinct edges per group (a
+    JAX pytree). Per-step fields of one type share one array, so that a call hands XLA 8 arrays
+    rather than 15 (each argument has a fixed cost per call); the properties name their planes.
+    Indexing from the end, so they hold for one group ([4, K, T] planes, as under vmap) as well."""
 
-    src: np.ndarray  # int32 [G, K, T] node id of s_t
-    dst: np.ndarray  # int32 [G, K, T] node id of s_{t+1} (SINK on a successful final step)
-    action: np.ndarray  # int32 [G, K, T] per-group action id (diagnostics only)
+    step_ints: np.ndarray  # int32 [G, 4, K, T]: src, dst, action, edge
+    step_flags: np.ndarray  # bool [G, 4, K, T]: valid, step_mask, milestone, first_use
     reward: np.ndarray  # float32 [G, K, T] env reward of the step
-    valid: np.ndarray  # bool [G, K, T] format validity of the response
-    step_mask: np.ndarray  # bool [G, K, T] real step
     traj_mask: np.ndarray  # bool [G, K] real trajectory
     last_state: np.ndarray  # int32 [G, K] s_T: next state of the trajectory's last step
     node_mask: np.ndarray  # bool [G, N] real node (the sink only if the group has a success)
-    milestone: np.ndarray  # bool [G, K, T] the step completes the next env milestone (BEACON; False if unrecorded)
-    # The group's distinct transitions (u, v), numbered on the host in order of first use (docs/credit.md §10.1):
-    edge: np.ndarray  # int32 [G, K, T] the step's edge id (E on padded rows)
-    first_use: np.ndarray  # bool [G, K, T] the step is its trajectory's first use of its edge
-    edge_src: np.ndarray  # int32 [G, E] node id of each edge's u (0 on padded edges)
-    edge_dst: np.ndarray  # int32 [G, E] node id of each edge's v
+    edge_ends: np.ndarray  # int32 [G, 2, E]: edge_src, edge_dst
     edge_mask: np.ndarray  # bool [G, E] real edge
+
+    @property
+    def src(self):  # int32 [G, K, T] node id of s_t
+        return self.step_ints[..., 0, :, :]
+
+    @property
+    def dst(self):  # int32 [G, K, T] node id of s_{t+1} (SINK on a successful final step)
+        return self.step_ints[..., 1, :, :]
+
+    @property
+    def action(self):  # int32 [G, K, T] per-group action id (diagnostics only)
+        return self.step_ints[..., 2, :, :]
+
+    @property
+    def edge(self):  # int32 [G, K, T] the step's edge id (E on padded rows; docs/credit.md §10.1)
+        return self.step_ints[..., 3, :, :]
+
+    @property
+    def valid(self):  # bool [G, K, T] format validity of the response
+        return self.step_flags[..., 0, :, :]
+
+    @property
+    def step_mask(self):  # bool [G, K, T] real step
+        return self.step_flags[..., 1, :, :]
+
+    @property
+    def milestone(self):  # bool [G, K, T] the step completes the next env milestone (BEACON; False if unrecorded)
+        return self.step_flags[..., 2, :, :]
+
+    @property
+    def first_use(self):  # bool [G, K, T] the step is its trajectory's first use of its edge
+        return self.step_flags[..., 3, :, :]
+
+    @property
+    def edge_src(self):  # int32 [G, E] node id of each distinct edge's u (0 on padded edges)
+        return self.edge_ends[..., 0, :]
+
+    @property
+    def edge_dst(self):  # int32 [G, E] node id of each distinct edge's v
+        return self.edge_ends[..., 1, :]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,11 +115,14 @@ def padded_batch(
     min_nodes: int = 8,
     min_edges: int = 8,
     bucket: bool = True,
+    with_edges: bool = True,
 ) -> tuple[CreditBatch, Callable[[], BatchLayout], np.ndarray]:
     """The padded arrays, a function that makes their ``BatchLayout`` (Python tuples of names and
     lengths, which a caller that only needs per-step values never builds) and the place of every step
     in the flattened [G, K, T] arrays, in the steps' (trajectory-major) order. ``bucket=False`` pads
     only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches.
+    ``with_edges=False`` leaves the edges unnumbered (E = 0, edge ids 0, no first uses): for callers
+    whose programs do not read them (``estimators.EDGE_ESTIMATORS``), which saves the host that pass.
 
     Two compiled passes over the steps (``_number_steps``, ``_fill_padded``; docs/credit.md §10.1):
     at the paper's batch size the equivalent numpy spent most of its time in the overhead of some
@@ -95,17 +133,17 @@ def padded_batch(
     reward = np.asarray(columns.reward, np.float64)
     states, names_of_code = _dense_codes(np.asarray(columns.state), np.asarray(columns.next_state))
     (actions,), _ = _dense_codes(np.asarray(columns.action))
-    nodes, action_ids, succeeded, group_nodes, ordered_codes, edges = _number_steps(
+    nodes, action_ids, succeeded, group_nodes, ordered_codes, edge_ids, first_use, edge_nodes, group_edges = _number_steps(
         states[0], states[1], actions, reward, lengths, group_sizes,
-        int(states.max(initial=0)) + 1, int(actions.max(initial=0)) + 1,
+        int(states.max(initial=0)) + 1, int(actions.max(initial=0)) + 1, with_edges,
     )
-    group_edges = edges[3]
     sizes = (len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1, int(group_edges.max()))
     minima = (min_groups, min_trajectories, min_steps, min_nodes, min_edges)
     G, K, T, N, E = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
+    E = E if with_edges else 0
     *arrays, flat_row = _fill_padded(
         nodes, action_ids, reward, np.asarray(columns.valid, np.bool_), np.asarray(columns.milestone, np.int8),
-        succeeded, lengths, group_sizes, group_nodes, edges, G, K, T, N, E,
+        succeeded, lengths, group_sizes, group_nodes, edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E,
     )
     batch = CreditBatch(*arrays)
 
@@ -136,7 +174,7 @@ def _dense_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
 
 
 @numba.njit(cache=True)
-def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_codes, num_actions):
+def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_codes, num_actions, with_edges):
     """Per-group ids of docs/credit.md §1.1, one pass over the steps (trajectory-major).
 
     Node ids: the sink 0, then each group's states 1, 2, ... in order of first appearance in
@@ -147,10 +185,10 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
     the group's distinct (u, v) node pairs 0, 1, ... in order of first use, from an open-addressing
     table keyed by the pair (sized by the largest group's steps, whatever the number of nodes; the
     slots a group filled are cleared before the next), and whether the step is its trajectory's
-    first use of its edge. Returns (node ids of (s_t, s_{t+1}) interleaved [2S], action ids [S],
-    success per trajectory, real states per group, the codes of all groups' states in id order, and
-    the edges: (edge id per step [S], first use per step [S], (u, v) of every group's edges in id
-    order [2 * edges], edges per group))."""
+    first use of its edge (skipped without ``with_edges``: ids 0, no first uses). Returns (node ids of (s_t, s_{t+1}) interleaved [2S], action ids [S],
+    success per trajectory, real states per group, the codes of all groups' states in id order, edge
+    id per step [S], first use per step [S], (u, v) of every group's edges in id order [2 * edges],
+    edges per group)."""
     steps, groups = len(state), len(group_sizes)
     nodes = np.empty(2 * steps, np.int32)
     action_ids = np.empty(steps, np.int32)
@@ -160,12 +198,12 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
     node_of = np.full(num_codes, -1, np.int32)
     action_of = np.full(num_actions, -1, np.int32)
     group_actions = np.empty(steps, np.int64)
-    edge_ids, first_use = np.empty(steps, np.int32), np.zeros(steps, np.bool_)
+    edge_ids, first_use = np.zeros(steps, np.int32), np.zeros(steps, np.bool_)
     edge_nodes, group_edges = np.empty(2 * steps, np.int32), np.zeros(groups, np.int64)
     slots = _edge_table_slots(lengths, group_sizes)
     keys, ids = np.full(slots, -1, np.int64), np.empty(slots, np.int32)
-    slot_of = np.empty(steps, np.int64)  # per numbered edge: its slot in the table
-    last_user = np.full(steps, -1, np.int64)  # per numbered edge: the trajectory that used it last
+    slot_of = np.empty(steps, np.int32)  # per numbered edge: its slot in the table
+    last_user = np.full(steps, -1, np.int32)  # per numbered edge: the trajectory that used it last
     step, trajectory, numbered, edges_numbered = 0, 0, 0, 0
     for g in range(groups):
         first_of_group, count, action_count = numbered, 0, 0
@@ -195,6 +233,8 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
                     group_actions[action_count] = a
                     action_count += 1
                 action_ids[s] = action_of[a]
+                if not with_edges:
+                    continue
                 key = (np.int64(nodes[2 * s]) << 32) | nodes[2 * s + 1]
                 slot = (key * 0x9E3779B1) & (slots - 1)
                 while keys[slot] != -1 and keys[slot] != key:
@@ -216,8 +256,7 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
         for i in range(first_edge, edges_numbered):
             keys[slot_of[i]] = -1
         group_nodes[g], group_edges[g] = count, edge_count
-    edges = (edge_ids, first_use, edge_nodes[: 2 * edges_numbered], group_edges)
-    return nodes, action_ids, succeeded, group_nodes, ordered[:numbered], edges
+    return nodes, action_ids, succeeded, group_nodes, ordered[:numbered], edge_ids, first_use, edge_nodes[: 2 * edges_numbered], group_edges
 
 
 @numba.njit(cache=True)
@@ -237,24 +276,19 @@ def _edge_table_slots(lengths, group_sizes):
 
 
 @numba.njit(cache=True)
-def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths, group_sizes, group_nodes, edges, G, K, T, N, E):
-    """The ``CreditBatch`` fields in order, and each step's place in the flattened [G, K, T] arrays
-    (``edges``: the edges of ``_number_steps``)."""
-    src = np.zeros((G, K, T), np.int32)
-    dst = np.zeros((G, K, T), np.int32)
-    action = np.zeros((G, K, T), np.int32)
+def _fill_padded(
+    nodes, action_ids, reward, valid, milestone, succeeded, lengths, group_sizes, group_nodes,
+    edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E,
+):
+    """The ``CreditBatch`` fields in order, and each step's place in the flattened [G, K, T] arrays."""
+    ints = np.zeros((G, 4, K, T), np.int32)  # src, dst, action, edge
+    ints[:, 3] = E  # padded rows: the spare edge slot
+    flags = np.zeros((G, 4, K, T), np.bool_)  # valid, step_mask, milestone, first_use
     rewards = np.zeros((G, K, T), np.float32)
-    valids = np.zeros((G, K, T), np.bool_)
-    step_mask = np.zeros((G, K, T), np.bool_)
     traj_mask = np.zeros((G, K), np.bool_)
     last_state = np.zeros((G, K), np.int32)
     node_mask = np.zeros((G, N), np.bool_)
-    milestones = np.zeros((G, K, T), np.bool_)
-    edge_ids, first_use, edge_nodes, group_edges = edges
-    edge = np.full((G, K, T), E, np.int32)
-    first = np.zeros((G, K, T), np.bool_)
-    edge_src = np.zeros((G, E), np.int32)
-    edge_dst = np.zeros((G, E), np.int32)
+    edge_ends = np.zeros((G, 2, E), np.int32)
     edge_mask = np.zeros((G, E), np.bool_)
     place = np.empty(len(action_ids), np.int64)
     step, trajectory, numbered = 0, 0, 0
@@ -262,10 +296,11 @@ def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths
         for k in range(group_sizes[g]):
             for t in range(lengths[trajectory]):
                 s = step + t
-                src[g, k, t], dst[g, k, t], action[g, k, t] = nodes[2 * s], nodes[2 * s + 1], action_ids[s]
-                rewards[g, k, t], valids[g, k, t] = reward[s], valid[s]  # float64 -> float32, rounded
-                step_mask[g, k, t], milestones[g, k, t] = True, milestone[s] == 1  # unrecorded (-1) -> False
-                edge[g, k, t], first[g, k, t] = edge_ids[s], first_use[s]
+                ints[g, 0, k, t], ints[g, 1, k, t] = nodes[2 * s], nodes[2 * s + 1]
+                ints[g, 2, k, t], ints[g, 3, k, t] = action_ids[s], edge_ids[s]
+                rewards[g, k, t] = reward[s]  # float64 -> float32, rounded
+                flags[g, 0, k, t], flags[g, 1, k, t] = valid[s], True
+                flags[g, 2, k, t], flags[g, 3, k, t] = milestone[s] == 1, first_use[s]  # unrecorded (-1) -> False
                 place[s] = (g * K + k) * T + t
             step += lengths[trajectory]
             traj_mask[g, k], last_state[g, k] = True, nodes[2 * step - 1]
@@ -273,8 +308,7 @@ def _fill_padded(nodes, action_ids, reward, valid, milestone, succeeded, lengths
             trajectory += 1
         node_mask[g, 1 : group_nodes[g] + 1] = True
         for e in range(group_edges[g]):
-            edge_src[g, e], edge_dst[g, e] = edge_nodes[2 * numbered], edge_nodes[2 * numbered + 1]
+            edge_ends[g, 0, e], edge_ends[g, 1, e] = edge_nodes[2 * numbered], edge_nodes[2 * numbered + 1]
             edge_mask[g, e] = True
             numbered += 1
-    return (src, dst, action, rewards, valids, step_mask, traj_mask, last_state, node_mask, milestones,
-            edge, first, edge_src, edge_dst, edge_mask, place)
+    return ints, flags, rewards, traj_mask, last_state, node_mask, edge_ends, edge_mask, place

@@ -412,6 +412,10 @@ def _jit_milegpo_terms(batch: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     return jax.vmap(lambda group: _milegpo_group(group, cfg))(_as_arrays(batch))
 
 
+# Estimators whose programs read the host's edge numbering (a batch built ``with_edges=False`` has E = 0).
+EDGE_ESTIMATORS = frozenset({"graphgpo", "milegpo"})
+
+
 def _in_precision(jitted, carries_ema: bool = True, outputs=lambda out: out):
     """Runs ``jitted(batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode, scoped to
     the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working float type,
@@ -419,6 +423,8 @@ def _in_precision(jitted, carries_ema: bool = True, outputs=lambda out: out):
 
     @functools.wraps(jitted)
     def run(batch: CreditBatch, cfg: CreditConfig, ema_prev: float = 0.0):
+        if (cfg.estimator in EDGE_ESTIMATORS or not carries_ema) and batch.edge_mask.shape[-1] == 0:
+            raise ValueError(f"{cfg.estimator}: the batch was built without its edges (padded_batch with_edges=False)")
         dtype = np.float64 if cfg.precision == "float64" else np.float32
         args = (batch, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (batch, cfg)
         if cfg.precision == "float64":

@@ -78,14 +78,11 @@ def abstract_batch(shape: tuple[int, int, int, int, int]) -> CreditBatch:
     import jax
 
     G, K, T, N, E = shape
-    rows = lambda dtype: jax.ShapeDtypeStruct((G, K, T), dtype)  # noqa: E731
-    edges = lambda dtype: jax.ShapeDtypeStruct((G, E), dtype)  # noqa: E731
     return CreditBatch(
-        src=rows(np.int32), dst=rows(np.int32), action=rows(np.int32), reward=rows(np.float32), valid=rows(bool),
-        step_mask=rows(bool), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
+        step_ints=jax.ShapeDtypeStruct((G, 4, K, T), np.int32), step_flags=jax.ShapeDtypeStruct((G, 4, K, T), bool),
+        reward=jax.ShapeDtypeStruct((G, K, T), np.float32), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
         last_state=jax.ShapeDtypeStruct((G, K), np.int32), node_mask=jax.ShapeDtypeStruct((G, N), bool),
-        milestone=rows(bool), edge=rows(np.int32), first_use=rows(bool),
-        edge_src=edges(np.int32), edge_dst=edges(np.int32), edge_mask=edges(bool),
+        edge_ends=jax.ShapeDtypeStruct((G, 2, E), np.int32), edge_mask=jax.ShapeDtypeStruct((G, E), bool),
     )
 
 
