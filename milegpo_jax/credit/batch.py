@@ -133,11 +133,14 @@ def padded_batch(
     reward = np.asarray(columns.reward, np.float64)
     states, names_of_code = _dense_codes(np.asarray(columns.state), np.asarray(columns.next_state))
     (actions,), _ = _dense_codes(np.asarray(columns.action))
-    nodes, action_ids, succeeded, group_nodes, ordered_codes, edge_ids, first_use, edge_nodes, group_edges = _number_steps(
+    numbered = _number_steps(
         states[0], states[1], actions, reward, lengths, group_sizes,
         int(states.max(initial=0)) + 1, int(actions.max(initial=0)) + 1, with_edges,
     )
-    sizes = (len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1, int(group_edges.max()))
+    nodes, action_ids, succeeded, group_nodes, ordered_codes, edge_ids, first_use, edge_nodes, group_edges = numbered
+    sizes = (
+        len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1, int(group_edges.max())
+    )
     minima = (min_groups, min_trajectories, min_steps, min_nodes, min_edges)
     G, K, T, N, E = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
     E = E if with_edges else 0
@@ -185,10 +188,10 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
     the group's distinct (u, v) node pairs 0, 1, ... in order of first use, from an open-addressing
     table keyed by the pair (sized by the largest group's steps, whatever the number of nodes; the
     slots a group filled are cleared before the next), and whether the step is its trajectory's
-    first use of its edge (skipped without ``with_edges``: ids 0, no first uses). Returns (node ids of (s_t, s_{t+1}) interleaved [2S], action ids [S],
-    success per trajectory, real states per group, the codes of all groups' states in id order, edge
-    id per step [S], first use per step [S], (u, v) of every group's edges in id order [2 * edges],
-    edges per group)."""
+    first use of its edge (skipped without ``with_edges``: ids 0, no first uses). Returns (node ids
+    of (s_t, s_{t+1}) interleaved [2S], action ids [S], success per trajectory, real states per
+    group, the codes of all groups' states in id order, edge id per step [S], first use per step
+    [S], (u, v) of every group's edges in id order [2 * edges], edges per group)."""
     steps, groups = len(state), len(group_sizes)
     nodes = np.empty(2 * steps, np.int32)
     action_ids = np.empty(steps, np.int32)
@@ -256,7 +259,8 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
         for i in range(first_edge, edges_numbered):
             keys[slot_of[i]] = -1
         group_nodes[g], group_edges[g] = count, edge_count
-    return nodes, action_ids, succeeded, group_nodes, ordered[:numbered], edge_ids, first_use, edge_nodes[: 2 * edges_numbered], group_edges
+    return (nodes, action_ids, succeeded, group_nodes, ordered[:numbered],
+            edge_ids, first_use, edge_nodes[: 2 * edges_numbered], group_edges)
 
 
 @numba.njit(cache=True)

@@ -416,14 +416,18 @@ def _jit_milegpo_terms(batch: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
 EDGE_ESTIMATORS = frozenset({"graphgpo", "milegpo"})
 
 
-def _in_precision(jitted, carries_ema: bool = True, outputs=lambda out: out):
+def _reads_edges(cfg: CreditConfig) -> bool:
+    return cfg.estimator in EDGE_ESTIMATORS
+
+
+def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, reads_edges=_reads_edges):
     """Runs ``jitted(batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode, scoped to
     the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working float type,
-    so that a new value never retraces."""
+    so that a new value never retraces. A program that ``reads_edges`` refuses a batch without them."""
 
     @functools.wraps(jitted)
     def run(batch: CreditBatch, cfg: CreditConfig, ema_prev: float = 0.0):
-        if (cfg.estimator in EDGE_ESTIMATORS or not carries_ema) and batch.edge_mask.shape[-1] == 0:
+        if reads_edges(cfg) and batch.edge_mask.shape[-1] == 0:
             raise ValueError(f"{cfg.estimator}: the batch was built without its edges (padded_batch with_edges=False)")
         dtype = np.float64 if cfg.precision == "float64" else np.float32
         args = (batch, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (batch, cfg)
@@ -444,7 +448,7 @@ estimate_advantages.__doc__ = """[G, K, T] advantages of ``cfg.estimator`` (cfg.
 advantages_and_ema = _in_precision(_jit_advantages)
 advantages_and_ema.__doc__ = """([G, K, T] advantages, MVPO's updated success EMA) from ``ema_prev``; the same
 compiled function as ``estimate_advantages`` (the EMA passes through unchanged for other estimators)."""
-milegpo_terms = _in_precision(_jit_milegpo_terms, carries_ema=False)
+milegpo_terms = _in_precision(_jit_milegpo_terms, carries_ema=False, reads_edges=lambda cfg: True)
 milegpo_terms.__doc__ = """Every MileGPO intermediate, [G, ...] (diagnostics, tests, replay tables)."""
 
 

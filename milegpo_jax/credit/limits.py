@@ -11,8 +11,8 @@ bucketing without allocating anything), and XLA's own memory analysis of the com
 those shapes says how many bytes it needs; a run above the limit is refused before any array exists.
 Compiling for that analysis costs seconds, so it runs only when a cheap upper estimate
 (``rough_bytes``: 32 bytes per node pair per group plus per-row and per-edge terms; generous since
-the estimators keep edge statistics per distinct edge rather than in [N, N] matrices) comes within a factor of
-``EXACT_CHECK_MARGIN`` of the limit.
+the estimators keep edge statistics per distinct edge rather than in [N, N] matrices) comes within
+a factor of ``EXACT_CHECK_MARGIN`` of the limit.
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ whose server failed are ABORTED: counted, and left out of training and of the cr
 from __future__ import annotations
 
 import dataclasses
-import operator
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -109,9 +108,7 @@ class RolloutBatch:
         return self._rows_in(self.recorded.training_order(self._aborted()))
 
     def _rows_in(self, order: np.ndarray) -> list[StepRow]:
-        if len(order) < 2:  # itemgetter of one index returns the item itself
-            return [self.rows[i] for i in order.tolist()]
-        return list(operator.itemgetter(*order.tolist())(self.rows))
+        return np.fromiter(self.rows, object, len(self.rows))[order].tolist()
 
     def aligned_rows(self) -> list[list[list[StepRow]]]:
         """Rows per credit group, per trajectory, per step (aborted episodes dropped, empty groups skipped)."""
