@@ -203,10 +203,10 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
     group_actions = np.empty(steps, np.int64)
     edge_ids, first_use = np.zeros(steps, np.int32), np.zeros(steps, np.bool_)
     edge_nodes, group_edges = np.empty(2 * steps, np.int32), np.zeros(groups, np.int64)
-    slots = _edge_table_slots(lengths, group_sizes)
+    slots = _edge_table_slots(lengths, group_sizes) if with_edges else 1  # no table to fill without edges
     keys, ids = np.full(slots, -1, np.int64), np.empty(slots, np.int32)
-    slot_of = np.empty(steps, np.int32)  # per numbered edge: its slot in the table
-    last_user = np.full(steps, -1, np.int32)  # per numbered edge: the trajectory that used it last
+    slot_of = np.empty(steps if with_edges else 0, np.int32)  # per numbered edge: its slot in the table
+    last_user = np.full(steps if with_edges else 0, -1, np.int32)  # per numbered edge: its last trajectory
     step, trajectory, numbered, edges_numbered = 0, 0, 0, 0
     for g in range(groups):
         first_of_group, count, action_count = numbered, 0, 0
