@@ -131,13 +131,11 @@ def padded_batch(
     lengths = np.asarray(columns.lengths, np.int64)
     group_sizes = np.asarray(columns.group_sizes, np.int64)
     reward = np.asarray(columns.reward, np.float64)
-    states, names_of_code = _dense_codes(np.asarray(columns.state), np.asarray(columns.next_state))
-    (actions,), _ = _dense_codes(np.asarray(columns.action))
     numbered = _number_steps(
-        states[0], states[1], actions, reward, lengths, group_sizes,
-        int(states.max(initial=0)) + 1, int(actions.max(initial=0)) + 1, with_edges,
+        np.asarray(columns.state, np.int64), np.asarray(columns.next_state, np.int64),
+        np.asarray(columns.action, np.int64), reward, lengths, group_sizes, with_edges,
     )
-    nodes, action_ids, succeeded, group_nodes, ordered_codes, edge_ids, first_use, edge_nodes, group_edges = numbered
+    nodes, action_ids, succeeded, group_nodes, ordered_codes, names_of_code, edge_ids, first_use, edge_nodes, group_edges = numbered
     sizes = (
         len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(group_nodes.max()) + 1, int(group_edges.max())
     )
@@ -151,7 +149,7 @@ def padded_batch(
     batch = CreditBatch(*arrays)
 
     def layout() -> BatchLayout:
-        codes = ordered_codes if names_of_code is None else names_of_code[ordered_codes]
+        codes = names_of_code[ordered_codes] if names_of_code.size else ordered_codes
         ordered_names = list(map(columns.state_names.__getitem__, codes.tolist()))
         node_ends = np.cumsum(group_nodes).tolist()
         node_names = tuple(
@@ -164,20 +162,20 @@ def padded_batch(
     return batch, layout, flat_row
 
 
-def _dense_codes(*columns: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-    """The code columns as one int64 array [C, S] whose codes index a table of modest size, and the
-    original code of each dense code (None when the codes were kept). Only equality of codes matters
-    to the batch; sparse codes (a run-long interner over a huge input) are renumbered so that the
-    per-group tables of ``_number_steps`` stay small."""
-    codes = np.stack([np.asarray(c, np.int64) for c in columns])
-    if int(codes.max(initial=0)) <= 4 * codes.size + 4096:
-        return codes, None
-    originals, dense = np.unique(codes, return_inverse=True)
-    return dense.reshape(codes.shape), originals
+@numba.njit(cache=True)
+def _dense_codes(codes, size):
+    """``codes`` (``size`` of them, their own or a column's share) renumbered 0.. in sorted order if
+    they are sparse, and the original of each new code (empty when the codes were kept). Only
+    equality of codes matters to the batch; sparse codes (a run-long interner over a huge input) are
+    renumbered so that the per-group tables of ``_number_steps`` stay small."""
+    if len(codes) == 0 or codes.max() <= 4 * size + 4096:
+        return codes, np.empty(0, np.int64)
+    originals = np.unique(codes)
+    return np.searchsorted(originals, codes).astype(np.int64), originals
 
 
 @numba.njit(cache=True)
-def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_codes, num_actions, with_edges):
+def _number_steps(state, next_state, action, reward, lengths, group_sizes, with_edges):
     """Per-group ids of docs/credit.md §1.1, one pass over the steps (trajectory-major).
 
     Node ids: the sink 0, then each group's states 1, 2, ... in order of first appearance in
@@ -190,9 +188,14 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
     slots a group filled are cleared before the next), and whether the step is its trajectory's
     first use of its edge (skipped without ``with_edges``: ids 0, no first uses). Returns (node ids
     of (s_t, s_{t+1}) interleaved [2S], action ids [S], success per trajectory, real states per
-    group, the codes of all groups' states in id order, edge id per step [S], first use per step
-    [S], (u, v) of every group's edges in id order [2 * edges], edges per group)."""
+    group, the (dense) codes of all groups' states in id order, the original of each dense state
+    code (empty if the codes were kept), edge id per step [S], first use per step [S], (u, v) of
+    every group's edges in id order [2 * edges], edges per group)."""
     steps, groups = len(state), len(group_sizes)
+    states, names_of_code = _dense_codes(np.concatenate((state, next_state)), 2 * steps)
+    state, next_state = states[:steps], states[steps:]
+    action = _dense_codes(action, steps)[0]
+    num_codes, num_actions = states.max() + 1, action.max() + 1
     nodes = np.empty(2 * steps, np.int32)
     action_ids = np.empty(steps, np.int32)
     succeeded = np.zeros(len(lengths), np.bool_)
@@ -259,7 +262,7 @@ def _number_steps(state, next_state, action, reward, lengths, group_sizes, num_c
         for i in range(first_edge, edges_numbered):
             keys[slot_of[i]] = -1
         group_nodes[g], group_edges[g] = count, edge_count
-    return (nodes, action_ids, succeeded, group_nodes, ordered[:numbered],
+    return (nodes, action_ids, succeeded, group_nodes, ordered[:numbered], names_of_code,
             edge_ids, first_use, edge_nodes[: 2 * edges_numbered], group_edges)
 
 

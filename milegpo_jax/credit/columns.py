@@ -84,14 +84,13 @@ class RolloutColumns:
         for name in ("next_state", "action", "reward", "valid", "milestone"):
             if len(getattr(self, name)) != steps:
                 raise ValueError(f"columns: {name} has {len(getattr(self, name))} entries for {steps} steps")
-        if int(np.sum(self.lengths)) != steps or int(np.sum(self.group_sizes)) != len(self.lengths):
+        problem, place = _count_problem(np.asarray(self.lengths, np.int64), np.asarray(self.group_sizes, np.int64), steps)
+        if problem == 1:
             raise ValueError("columns: lengths and group_sizes do not add up to the steps")
-        empty_group = np.flatnonzero(np.asarray(self.group_sizes) < 1)
-        if empty_group.size:
-            raise ValueError(f"groups[{empty_group[0]}]: no trajectories")
-        empty = np.flatnonzero(np.asarray(self.lengths) < 1)
-        if empty.size:
-            g, k = self.trajectory_place(int(empty[0]))
+        if problem == 2:
+            raise ValueError(f"groups[{place}]: no trajectories")
+        if problem == 3:
+            g, k = self.trajectory_place(place)
             raise ValueError(f"groups[{g}].trajectories[{k}]: no steps")
 
     def trajectory_place(self, trajectory: int) -> tuple[int, int]:
@@ -106,6 +105,22 @@ class RolloutColumns:
         trajectory = int(np.searchsorted(ends, step, side="right"))
         g, k = self.trajectory_place(trajectory)
         return f"groups[{g}].trajectories[{k}].steps[{step - int(ends[trajectory] - self.lengths[trajectory])}]"
+
+
+@numba.njit(cache=True)
+def _count_problem(lengths, group_sizes, steps):
+    """(0, 0) if the counts are consistent; else (1, 0) when lengths and group sizes do not add up to
+    the steps, (2, g) for the first group without trajectories, (3, i) for the first trajectory
+    without steps (one compiled call: as numpy these were six, slow when cold)."""
+    if lengths.sum() != steps or group_sizes.sum() != len(lengths):
+        return 1, 0
+    for g in range(len(group_sizes)):
+        if group_sizes[g] < 1:
+            return 2, g
+    for i in range(len(lengths)):
+        if lengths[i] < 1:
+            return 3, i
+    return 0, 0
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -155,47 +170,30 @@ class RecordedSteps:
     def training_order(self, dropped: Collection[tuple[int, int]] = ()) -> np.ndarray:
         """Indices of the recorded steps in (group, trajectory, t) order, without the ``dropped``
         (group, trajectory) episodes."""
-        return self._episode_order(dropped)[0]
+        return self._ordered(dropped)[0]
 
     def columns(self, dropped: Collection[tuple[int, int]] = ()) -> tuple[RolloutColumns, np.ndarray]:
         """The columns of every episode but the ``dropped`` ones (``training_order``), and that order:
         entry i of the columns is recorded step ``order[i]``. State codes become global by offsetting
         each group's table by the sizes of the tables before it."""
-        order, steps_per_slot = self._episode_order(dropped)
-        played = steps_per_slot > 0  # [group, trajectory slot]
-        group_sizes = played.sum(axis=1)
-        present = np.flatnonzero(group_sizes)
-        tables = [self.state_names[g] for g in present.tolist()]
-        table_sizes = np.fromiter(map(len, tables), np.int64, len(tables))
-        offset = np.zeros(len(group_sizes), np.int64)
-        offset[present] = np.cumsum(table_sizes) - table_sizes
-        shift = offset[self.group]
+        order, lengths, group_sizes, present, state, next_state, action, reward, valid, milestone = self._ordered(dropped)
+        tables = map(self.state_names.__getitem__, present.tolist())
         columns = RolloutColumns(
-            state=(self.state + shift)[order],
-            next_state=(self.next_state + shift)[order],
-            action=self.action[order],
-            reward=self.reward[order],
-            valid=self.valid[order],
-            milestone=self.milestone[order],
-            lengths=steps_per_slot[played],
-            group_sizes=group_sizes[present],
+            state, next_state, action, reward, valid, milestone, lengths, group_sizes,
             state_names=list(itertools.chain.from_iterable(tables)),
         )
         return columns, order
 
-    def _episode_order(self, dropped: Collection[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-        """(the kept steps in (group, trajectory, t) order, steps per [group, trajectory] slot). A
-        counting sort: each step's place is its episode's start plus its ``t``, so every kept episode
-        must number its steps 0, 1, ... (each once)."""
-        span = int(self.trajectory.max(initial=0)) + 1
-        slots = (int(self.group.max(initial=0)) + 1) * span
-        episode = self.group * span + self.trajectory
-        kept = np.ones(len(episode), np.bool_)
-        if dropped:
-            kept = ~np.isin(episode, np.array([group * span + trajectory for group, trajectory in dropped], np.int64))
-        order, lengths, bad = _counting_order(episode, self.t, kept, slots)
+    def _ordered(self, dropped: Collection[tuple[int, int]]) -> tuple[np.ndarray, ...]:
+        """``_ordered_columns`` of the kept steps; every kept episode must number its steps 0, 1, ... once."""
+        tables = map(self.state_names.get, range(max(self.state_names, default=-1) + 1), itertools.repeat(()))
+        table_sizes = np.fromiter(map(len, tables), np.int64)
+        *ordered, bad = _ordered_columns(
+            self.group, self.trajectory, self.t, self.state, self.next_state, self.action, self.reward,
+            self.valid, self.milestone, np.array(list(dropped), np.int64).reshape(-1, 2), table_sizes,
+        )
         if bad < 0:
-            return order, lengths.reshape(-1, span)
+            return tuple(ordered)
         raise ValueError(
             f"recorded steps: group {self.group[bad]} trajectory {self.trajectory[bad]} does not number "
             f"its steps 0, 1, ... (step {bad} has t = {self.t[bad]})"
@@ -203,26 +201,73 @@ class RecordedSteps:
 
 
 @numba.njit(cache=True)
-def _counting_order(episode, t, kept, slots):
-    """(indices of the kept steps by (episode, t), kept steps per episode, the first step whose t is
-    out of range or repeated, or -1). Compiled: as numpy it was a dozen calls, slow when cold."""
+def _ordered_columns(group, trajectory, t, state, next_state, action, reward, valid, milestone, dropped, table_sizes):
+    """The kept steps (all but the ``dropped`` [D, 2] (group, trajectory) episodes) in (group,
+    trajectory, t) order, in one compiled pass (as numpy it was some twenty calls, slow when cold):
+    (their indices, steps per played episode, played episodes per group with any, those groups, then
+    the state, next state (offset by the state tables of the groups before), action, reward, valid
+    and milestone columns in that order, and the first step whose t is out of range or repeated, or
+    -1). A counting sort: each step's place is its episode's start plus its ``t``."""
+    steps = len(group)
+    span, groups = 1, 1
+    for i in range(steps):
+        span, groups = max(span, trajectory[i] + 1), max(groups, group[i] + 1)
+    slots = groups * span
+    dropped_slot = np.zeros(slots, np.bool_)
+    for d in range(len(dropped)):
+        if 0 <= dropped[d, 0] < groups and 0 <= dropped[d, 1] < span:
+            dropped_slot[dropped[d, 0] * span + dropped[d, 1]] = True
     lengths = np.zeros(slots, np.int64)
-    for i in range(len(episode)):
-        if kept[i]:
-            lengths[episode[i]] += 1
-    starts = np.empty(slots, np.int64)
+    for i in range(steps):
+        episode = group[i] * span + trajectory[i]
+        if not dropped_slot[episode]:
+            lengths[episode] += 1
+    starts, played = np.empty(slots, np.int64), 0
+    episodes_of = np.zeros(groups, np.int64)
     total = 0
     for e in range(slots):
         starts[e] = total
         total += lengths[e]
+        if lengths[e] > 0:
+            played += 1
+            episodes_of[e // span] += 1
     order = np.full(total, -1, np.int64)
-    for i in range(len(episode)):
-        if kept[i]:
-            e = episode[i]
-            if t[i] < 0 or t[i] >= lengths[e] or order[starts[e] + t[i]] >= 0:
-                return order, lengths, i
-            order[starts[e] + t[i]] = i
-    return order, lengths, -1
+    bad = -1
+    for i in range(steps):
+        episode = group[i] * span + trajectory[i]
+        if dropped_slot[episode]:
+            continue
+        if t[i] < 0 or t[i] >= lengths[episode] or order[starts[episode] + t[i]] >= 0:
+            bad = i
+            break
+        order[starts[episode] + t[i]] = i
+    played_lengths, played_groups = np.empty(played, np.int64), 0
+    p = 0
+    for e in range(slots):
+        if lengths[e] > 0:
+            played_lengths[p] = lengths[e]
+            p += 1
+    offset = np.zeros(groups, np.int64)
+    for g in range(groups):
+        played_groups += episodes_of[g] > 0
+    group_sizes, present = np.empty(played_groups, np.int64), np.empty(played_groups, np.int64)
+    tables, p = 0, 0
+    for g in range(groups):
+        if episodes_of[g] > 0:
+            offset[g], group_sizes[p], present[p] = tables, episodes_of[g], g
+            tables += table_sizes[g]
+            p += 1
+    state_of, next_state_of = np.empty(total, np.int64), np.empty(total, np.int64)
+    action_of, reward_of = np.empty(total, np.int64), np.empty(total, np.float64)
+    valid_of, milestone_of = np.empty(total, np.bool_), np.empty(total, np.int8)
+    if bad < 0:
+        for i in range(total):
+            r = order[i]
+            shift = offset[group[r]]
+            state_of[i], next_state_of[i], action_of[i] = state[r] + shift, next_state[r] + shift, action[r]
+            reward_of[i], valid_of[i], milestone_of[i] = reward[r], valid[r], milestone[r]
+    return (order, played_lengths, group_sizes, present, state_of, next_state_of, action_of, reward_of,
+            valid_of, milestone_of, bad)
 
 
 class StepRecorder:
