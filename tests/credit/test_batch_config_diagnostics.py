@@ -168,6 +168,30 @@ def test_batch_rejects_empty_groups_and_trajectories():
         build_batch([make_group([])])
 
 
+def _columns(lengths, group_sizes, steps=None):
+    steps = sum(lengths) if steps is None else steps
+    codes = np.arange(steps, dtype=np.int64)
+    return RolloutColumns(
+        codes, codes, codes, np.zeros(steps), np.ones(steps, bool), np.zeros(steps, np.int8),
+        np.asarray(lengths, np.int64), np.asarray(group_sizes, np.int64), [f"s{i}" for i in range(steps)],
+    )
+
+
+def test_columns_check_their_counts_and_name_the_first_empty_place():
+    assert len(_columns([2, 1, 3], [1, 2]).state) == 6
+    with pytest.raises(ValueError, match="do not add up to the steps"):
+        _columns([2, 1], [2], steps=4)
+    with pytest.raises(ValueError, match="do not add up to the steps"):
+        _columns([2, 1], [1])
+    with pytest.raises(ValueError, match=r"^groups\[1\]: no trajectories$"):
+        _columns([2, 1], [2, 0, 0])
+    with pytest.raises(ValueError, match=r"^groups\[1\]\.trajectories\[1\]: no steps$"):
+        _columns([2, 1, 0, 3], [1, 3])
+    with pytest.raises(ValueError, match="entries for"):
+        RolloutColumns(*(np.zeros(3, np.int64),) * 2, np.zeros(2, np.int64), np.zeros(3), np.ones(3, bool),
+                       np.zeros(3, np.int8), np.array([3]), np.array([1]), ["a"])
+
+
 def test_recipes_follow_the_run_scripts_and_table_5():
     alfworld, webshop = make_credit_config("milegpo", "alfworld"), make_credit_config("milegpo", "webshop")
     assert (alfworld.norm_mode, alfworld.eta, alfworld.theta_m, alfworld.rho, alfworld.kappa_bc) == (
