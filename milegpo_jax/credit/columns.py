@@ -222,15 +222,12 @@ def _ordered_columns(group, trajectory, t, state, next_state, action, reward, va
         episode = group[i] * span + trajectory[i]
         if not dropped_slot[episode]:
             lengths[episode] += 1
-    starts, played = np.empty(slots, np.int64), 0
-    episodes_of = np.zeros(groups, np.int64)
+    starts, episodes_of = np.empty(slots, np.int64), np.zeros(groups, np.int64)
     total = 0
     for e in range(slots):
         starts[e] = total
         total += lengths[e]
-        if lengths[e] > 0:
-            played += 1
-            episodes_of[e // span] += 1
+        episodes_of[e // span] += lengths[e] > 0
     order = np.full(total, -1, np.int64)
     bad = -1
     for i in range(steps):
@@ -241,22 +238,11 @@ def _ordered_columns(group, trajectory, t, state, next_state, action, reward, va
             bad = i
             break
         order[starts[episode] + t[i]] = i
-    played_lengths, played_groups = np.empty(played, np.int64), 0
-    p = 0
-    for e in range(slots):
-        if lengths[e] > 0:
-            played_lengths[p] = lengths[e]
-            p += 1
-    offset = np.zeros(groups, np.int64)
-    for g in range(groups):
-        played_groups += episodes_of[g] > 0
-    group_sizes, present = np.empty(played_groups, np.int64), np.empty(played_groups, np.int64)
-    tables, p = 0, 0
-    for g in range(groups):
-        if episodes_of[g] > 0:
-            offset[g], group_sizes[p], present[p] = tables, episodes_of[g], g
-            tables += table_sizes[g]
-            p += 1
+    present = np.flatnonzero(episodes_of)
+    offset, tables = np.zeros(groups, np.int64), 0
+    for g in present:
+        offset[g] = tables
+        tables += table_sizes[g]
     state_of, next_state_of = np.empty(total, np.int64), np.empty(total, np.int64)
     action_of, reward_of = np.empty(total, np.int64), np.empty(total, np.float64)
     valid_of, milestone_of = np.empty(total, np.bool_), np.empty(total, np.int8)
@@ -266,7 +252,7 @@ def _ordered_columns(group, trajectory, t, state, next_state, action, reward, va
             shift = offset[group[r]]
             state_of[i], next_state_of[i], action_of[i] = state[r] + shift, next_state[r] + shift, action[r]
             reward_of[i], valid_of[i], milestone_of[i] = reward[r], valid[r], milestone[r]
-    return (order, played_lengths, group_sizes, present, state_of, next_state_of, action_of, reward_of,
+    return (order, lengths[lengths > 0], episodes_of[present], present, state_of, next_state_of, action_of, reward_of,
             valid_of, milestone_of, bad)
 
 
