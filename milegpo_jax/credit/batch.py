@@ -25,8 +25,9 @@ SINK = 0  # node id of the success sink in every group
 
 class CreditBatch(NamedTuple):
     """Padded arrays; G groups x K trajectories x T steps, N nodes and E distinct edges per group (a
-    JAX pytree). Per-step fields of one type share one array, so that a call hands XLA 8 arrays
-    rather than 15 (each argument has a fixed cost per call); the properties name their planes.
+    JAX pytree). Fields of one type and shape share one array, so that a call hands XLA 8 arrays
+    rather than 17 (each argument has a fixed cost per call); the properties name their planes. The
+    node planes are structure of the graph alone, found on the host (docs/credit.md §10.1).
     Indexing from the end, so they hold for one group ([4, K, T] planes, as under vmap) as well."""
 
     step_ints: np.ndarray  # int32 [G, 4, K, T]: src, dst, action, edge
@@ -34,7 +35,7 @@ class CreditBatch(NamedTuple):
     reward: np.ndarray  # float32 [G, K, T] env reward of the step
     traj_mask: np.ndarray  # bool [G, K] real trajectory
     last_state: np.ndarray  # int32 [G, K] s_T: next state of the trajectory's last step
-    node_mask: np.ndarray  # bool [G, N] real node (the sink only if the group has a success)
+    node_ints: np.ndarray  # int32 [G, 3, N]: real node (1/0), hops to the sink, MVPO region
     edge_ends: np.ndarray  # int32 [G, 2, E]: edge_src, edge_dst
     edge_mask: np.ndarray  # bool [G, E] real edge
 
@@ -69,6 +70,18 @@ class CreditBatch(NamedTuple):
     @property
     def first_use(self):  # bool [G, K, T] the step is its trajectory's first use of its edge
         return self.step_flags[..., 3, :, :]
+
+    @property
+    def node_mask(self):  # bool [G, N] real node (the sink only if the group has a success)
+        return self.node_ints[..., 0, :] != 0
+
+    @property
+    def sink_hops(self):  # int32 [G, N] hops from each node to the sink; -1 if unreachable or no success
+        return self.node_ints[..., 1, :]
+
+    @property
+    def region(self):  # int32 [G, N] MVPO's loop-body region: the least node id of the node's set
+        return self.node_ints[..., 2, :]
 
     @property
     def edge_src(self):  # int32 [G, E] node id of each distinct edge's u (0 on padded edges)
@@ -115,14 +128,15 @@ def padded_batch(
     min_nodes: int = 8,
     min_edges: int = 8,
     bucket: bool = True,
-    with_edges: bool = True,
+    with_graph: bool = True,
 ) -> tuple[CreditBatch, Callable[[], BatchLayout], np.ndarray]:
     """The padded arrays, a function that makes their ``BatchLayout`` (Python tuples of names and
     lengths, which a caller that only needs per-step values never builds) and the place of every step
     in the flattened [G, K, T] arrays, in the steps' (trajectory-major) order. ``bucket=False`` pads
     only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches.
-    ``with_edges=False`` leaves the edges unnumbered (E = 0, edge ids 0, no first uses): for callers
-    whose programs do not read them (``estimators.EDGE_ESTIMATORS``), which saves the host that pass.
+    ``with_graph=False`` leaves out the graph structure: no edges numbered (E = 0, edge ids 0, no first
+    uses), no hops to the sink and no regions (node planes 1 and 2 are 0): for callers whose programs
+    read none of it (``estimators.GRAPH_ESTIMATORS``), which saves the host that work.
 
     Two compiled passes over the steps (``_number_steps``, ``_fill_padded``; docs/credit.md §10.1):
     at the paper's batch size the equivalent numpy spent most of its time in the overhead of some
@@ -133,7 +147,7 @@ def padded_batch(
     reward = np.asarray(columns.reward, np.float64)
     numbered = _number_steps(
         np.asarray(columns.state, np.int64), np.asarray(columns.next_state, np.int64),
-        np.asarray(columns.action, np.int64), reward, lengths, group_sizes, with_edges,
+        np.asarray(columns.action, np.int64), reward, lengths, group_sizes, with_graph,
     )
     nodes, action_ids, succeeded, group_nodes, ordered_codes, names_of_code, edge_ids, first_use, edge_nodes, group_edges = numbered
     sizes = (
@@ -141,10 +155,11 @@ def padded_batch(
     )
     minima = (min_groups, min_trajectories, min_steps, min_nodes, min_edges)
     G, K, T, N, E = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
-    E = E if with_edges else 0
+    E = E if with_graph else 0
     *arrays, flat_row = _fill_padded(
         nodes, action_ids, reward, np.asarray(columns.valid, np.bool_), np.asarray(columns.milestone, np.int8),
         succeeded, lengths, group_sizes, group_nodes, edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E,
+        with_graph,
     )
     batch = CreditBatch(*arrays)
 
@@ -285,7 +300,7 @@ def _edge_table_slots(lengths, group_sizes):
 @numba.njit(cache=True)
 def _fill_padded(
     nodes, action_ids, reward, valid, milestone, succeeded, lengths, group_sizes, group_nodes,
-    edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E,
+    edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E, with_graph,
 ):
     """The ``CreditBatch`` fields in order, and each step's place in the flattened [G, K, T] arrays."""
     ints = np.zeros((G, 4, K, T), np.int32)  # src, dst, action, edge
@@ -294,7 +309,7 @@ def _fill_padded(
     rewards = np.zeros((G, K, T), np.float32)
     traj_mask = np.zeros((G, K), np.bool_)
     last_state = np.zeros((G, K), np.int32)
-    node_mask = np.zeros((G, N), np.bool_)
+    node_ints = np.zeros((G, 3, N), np.int32)  # real node, hops to the sink, region
     edge_ends = np.zeros((G, 2, E), np.int32)
     edge_mask = np.zeros((G, E), np.bool_)
     place = np.empty(len(action_ids), np.int64)
@@ -311,11 +326,107 @@ def _fill_padded(
                 place[s] = (g * K + k) * T + t
             step += lengths[trajectory]
             traj_mask[g, k], last_state[g, k] = True, nodes[2 * step - 1]
-            node_mask[g, SINK] |= succeeded[trajectory]
+            node_ints[g, 0, SINK] |= succeeded[trajectory]
             trajectory += 1
-        node_mask[g, 1 : group_nodes[g] + 1] = True
+        node_ints[g, 0, 1 : group_nodes[g] + 1] = 1
         for e in range(group_edges[g]):
             edge_ends[g, 0, e], edge_ends[g, 1, e] = edge_nodes[2 * numbered], edge_nodes[2 * numbered + 1]
             edge_mask[g, e] = True
             numbered += 1
-    return ints, flags, rewards, traj_mask, last_state, node_mask, edge_ends, edge_mask, place
+    if with_graph:
+        _node_structure(ints, last_state, node_ints, lengths, group_sizes)
+    return ints, flags, rewards, traj_mask, last_state, node_ints, edge_ends, edge_mask, place
+
+
+@numba.njit(cache=True)
+def _node_structure(ints, last_state, node_ints, lengths, group_sizes):
+    """Fills planes 1 and 2 of ``node_ints``: the graph structure that no option changes, found here
+    in linear time rather than by fixpoint rounds in the program (docs/credit.md §10.1).
+
+    Hops to the sink: a breadth-first search from the sink (in a group with a success) along the
+    rows' transitions reversed; -1 where the sink is unreachable. Regions (MVPO, M1 of
+    docs/credit-family.md): in the state sequence s_0..s_L of each trajectory, transition u -> u+1
+    lies in a loop body when some revisit at a later position p > u has its state's first visit at
+    or before u (the union of the bodies between consecutive visits of a state equals the union of
+    the spans from its first visit to each later one); union-find over those transitions, each set
+    named by its least node id (the root is always the smaller id)."""
+    G, _, K, T = ints.shape
+    N = node_ints.shape[2]
+    into_start = np.empty(N + 1, np.int64)  # reversed adjacency of the group's rows, by destination
+    into = np.empty(K * T, np.int32)
+    queue = np.empty(N, np.int32)
+    first = np.full(N, -1, np.int64)  # first position of each node in the current state sequence
+    loop_start = np.empty(T + 1, np.int64)
+    stamp, run = np.full(N, -1, np.int64), 0  # the last run of covered transitions that joined each node
+    trajectory = 0
+    for g in range(G):
+        hops, region = node_ints[g, 1], node_ints[g, 2]
+        hops[:] = -1
+        for v in range(N):
+            region[v] = v
+        sizes = group_sizes[g] if g < len(group_sizes) else 0
+        into_start[:] = 0
+        for k in range(sizes):
+            for t in range(lengths[trajectory + k]):
+                into_start[ints[g, 1, k, t] + 1] += 1
+        for v in range(N):
+            into_start[v + 1] += into_start[v]
+        for k in range(sizes):
+            for t in range(lengths[trajectory + k]):
+                v = ints[g, 1, k, t]
+                into[into_start[v]] = ints[g, 0, k, t]
+                into_start[v] += 1
+        for v in range(N - 1, -1, -1):  # the fill advanced every start to the next one's
+            into_start[v + 1] = into_start[v]
+        into_start[0] = 0
+        if node_ints[g, 0, SINK]:
+            hops[SINK], queue[0], head, tail = 0, SINK, 0, 1
+            while head < tail:
+                v = queue[head]
+                head += 1
+                for i in range(into_start[v], into_start[v + 1]):
+                    u = into[i]
+                    if hops[u] < 0:
+                        hops[u] = hops[v] + 1
+                        queue[tail] = u
+                        tail += 1
+        for k in range(sizes):  # p <= length: s_p is src of step p, and s_length the last next state
+            length = lengths[trajectory + k]
+            for p in range(length + 1):
+                v = ints[g, 0, k, p] if p < length else last_state[g, k]
+                loop_start[p] = first[v] if first[v] >= 0 else T + 1  # a revisit: its body starts there
+                if first[v] < 0:
+                    first[v] = p
+            # Descending u, a run of covered transitions joins s_u..s_(run's end) into one set: its
+            # root is ``joined``, and a state already joined in this run (``stamp``) needs no look-up.
+            earliest, joined = T + 1, -1  # the least loop-body start after u
+            for u in range(length - 1, -1, -1):
+                earliest = min(earliest, loop_start[u + 1])
+                if earliest > u:
+                    joined = -1
+                    continue
+                if joined < 0:
+                    run += 1
+                    v = ints[g, 0, k, u + 1] if u + 1 < length else last_state[g, k]
+                    joined, stamp[v] = _root(region, v), run
+                v = ints[g, 0, k, u]
+                if stamp[v] != run:
+                    stamp[v] = run
+                    a = _root(region, v)
+                    region[max(a, joined)] = min(a, joined)
+                    joined = min(a, joined)
+            for p in range(length):
+                first[ints[g, 0, k, p]] = -1
+            first[last_state[g, k]] = -1
+        for v in range(N):
+            region[v] = _root(region, v)
+        trajectory += sizes
+
+
+@numba.njit(cache=True)
+def _root(parent, v):
+    """The root of ``v``'s set, halving the path on the way."""
+    while parent[v] != v:
+        parent[v] = parent[parent[v]]
+        v = parent[v]
+    return v

@@ -19,7 +19,6 @@ import numpy as np
 from milegpo_jax.credit.batch import SINK, CreditBatch
 from milegpo_jax.credit.config import THRESHOLD_TOLERANCE, CreditConfig
 from milegpo_jax.credit.graph import (
-    distances_to,
     float_dtype,
     group_graph,
     max_product_potentials,
@@ -85,9 +84,9 @@ def anchor_normalize(values: jax.Array, penalty: jax.Array, b: CreditBatch, cfg:
 
 
 def sink_distances(b: CreditBatch) -> jax.Array:
-    """[N] d(v, g): hops to the success sink, inf when unreachable or the group has no success."""
-    targets = (jnp.arange(b.node_mask.shape[-1]) == SINK) & b.node_mask
-    return distances_to(targets, b.edge_src, b.edge_dst, b.edge_mask)
+    """[N] d(v, g): hops to the success sink, inf when unreachable or the group has no success (the
+    host's breadth-first search, docs/credit.md §10.1)."""
+    return jnp.where(b.sink_hops >= 0, b.sink_hops.astype(float_dtype()), jnp.inf)
 
 
 def return_distances(distance: jax.Array, node_mask: jax.Array, cfg: CreditConfig) -> jax.Array:
@@ -412,23 +411,24 @@ def _jit_milegpo_terms(batch: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
     return jax.vmap(lambda group: _milegpo_group(group, cfg))(_as_arrays(batch))
 
 
-# Estimators whose programs read the host's edge numbering (a batch built ``with_edges=False`` has E = 0).
-EDGE_ESTIMATORS = frozenset({"graphgpo", "milegpo"})
+# Estimators whose programs read the host's graph structure: distinct edges, hops to the sink, regions
+# (a batch built ``with_graph=False`` has E = 0 and none of it).
+GRAPH_ESTIMATORS = frozenset({"graphgpo", "milegpo", "mvpo"})
 
 
-def _reads_edges(cfg: CreditConfig) -> bool:
-    return cfg.estimator in EDGE_ESTIMATORS
+def _reads_graph(cfg: CreditConfig) -> bool:
+    return cfg.estimator in GRAPH_ESTIMATORS
 
 
-def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, reads_edges=_reads_edges):
+def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, reads_graph=_reads_graph):
     """Runs ``jitted(batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode, scoped to
     the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working float type,
-    so that a new value never retraces. A program that ``reads_edges`` refuses a batch without them."""
+    so that a new value never retraces. A program that ``reads_graph`` refuses a batch without it."""
 
     @functools.wraps(jitted)
     def run(batch: CreditBatch, cfg: CreditConfig, ema_prev: float = 0.0):
-        if reads_edges(cfg) and batch.edge_mask.shape[-1] == 0:
-            raise ValueError(f"{cfg.estimator}: the batch was built without its edges (padded_batch with_edges=False)")
+        if reads_graph(cfg) and batch.edge_mask.shape[-1] == 0:
+            raise ValueError(f"{cfg.estimator}: the batch was built without its graph structure (padded_batch with_graph=False)")
         dtype = np.float64 if cfg.precision == "float64" else np.float32
         args = (batch, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (batch, cfg)
         if cfg.precision == "float64":
@@ -448,7 +448,7 @@ estimate_advantages.__doc__ = """[G, K, T] advantages of ``cfg.estimator`` (cfg.
 advantages_and_ema = _in_precision(_jit_advantages)
 advantages_and_ema.__doc__ = """([G, K, T] advantages, MVPO's updated success EMA) from ``ema_prev``; the same
 compiled function as ``estimate_advantages`` (the EMA passes through unchanged for other estimators)."""
-milegpo_terms = _in_precision(_jit_milegpo_terms, carries_ema=False, reads_edges=lambda cfg: True)
+milegpo_terms = _in_precision(_jit_milegpo_terms, carries_ema=False, reads_graph=lambda cfg: True)
 milegpo_terms.__doc__ = """Every MileGPO intermediate, [G, ...] (diagnostics, tests, replay tables)."""
 
 

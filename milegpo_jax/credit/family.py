@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax import lax
 
 from milegpo_jax.credit.batch import CreditBatch
 from milegpo_jax.credit.config import TIE_RELATIVE_TOLERANCE, CreditConfig
@@ -266,39 +265,17 @@ def first_positions(values: jax.Array, real: jax.Array, num_values: int) -> jax.
 def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
     """(region label [N], state sequence s_0..s_T [K, T+1] (−1 padded), real positions [K, T+1]).
 
-    A revisit s_u = s_t (t the previous visit) unions s_t..s_u; labels are the smallest node id of
-    each union-find set, found by min-label propagation over the covered transitions (M1). For one
-    state, the loop bodies between consecutive visits cover the same transitions as the spans from
-    its first visit to each later one, so a transition u -> u+1 is covered exactly when some revisit
-    at t > u has its state's first visit at or before u.
+    A revisit s_u = s_t (t the previous visit) unions s_t..s_u (M1); the labels, the smallest node id
+    of each union-find set, are graph structure that no option changes, so the host finds them in
+    linear time (``CreditBatch.region``, docs/credit.md §10.1) where the program took a fixpoint loop.
     """
     K, T = b.src.shape
-    N = b.node_mask.shape[-1]
     length = jnp.sum(b.step_mask, axis=-1)
     position = jnp.arange(T + 1)
     padded_src = jnp.concatenate([b.src, jnp.zeros((K, 1), b.src.dtype)], axis=1)
     real = b.traj_mask[:, None] & (position[None, :] <= length[:, None])
     sequence = jnp.where(position[None, :] < length[:, None], padded_src, b.last_state[:, None])
-    sequence = jnp.where(real, sequence, -1)
-    first = first_positions(sequence, real, N)
-    revisit_start = jnp.where(real & (first < position[None, :]), first, T + 1)  # where a loop body begins
-    earliest_open = scan_steps(revisit_start, jnp.minimum, T + 1, reverse=True)  # min over revisits at t >= u
-    covered = jnp.concatenate([earliest_open[:, 1:], jnp.full((K, 1), T + 1, earliest_open.dtype)], axis=1) <= position
-    edge = covered[:, :T] & b.step_mask
-    a, c = sequence[:, :T].ravel(), sequence[:, 1:].ravel()
-    a, c = jnp.where(edge.ravel(), a, 0), jnp.where(edge.ravel(), c, 0)  # inactive edges: a no-op self-loop
-
-    ends = jnp.concatenate([a, c])
-
-    def merge(state):
-        label, _ = state
-        low = jnp.minimum(label[a], label[c])
-        updated = label.at[ends].min(jnp.tile(low, 2))  # both ends of each edge, in one scatter
-        updated = updated[updated]  # pointer jumping: a set's labels settle in O(log N) rounds
-        return updated, jnp.any(updated != label)
-
-    label, _ = lax.while_loop(lambda s: s[1], merge, (jnp.arange(N), jnp.asarray(True)))
-    return label, sequence, real
+    return b.region, jnp.where(real, sequence, -1), real
 
 
 def _mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str, jax.Array]:

@@ -3,11 +3,11 @@
 Shapes of one group: K trajectories x T steps, N nodes (node 0 is the success sink). All functions
 are pure, shape-static and jit/vmap friendly; masked (padded) steps contribute nothing.
 
-Distances and potentials avoid all-pairs shortest paths (docs/credit.md §10): the distance to the
-sink is a single-target Bellman iteration, and every potential max_v w(v)·ω^d(s,v) is the fixpoint
-of Φ(s) = max(w(s), ω·max_{s'∈succ(s)} Φ(s')), which holds because w >= 0 and 0 < ω <= 1. Both
-iterate over the group's distinct observed transitions (numbered on the host) rather than a dense
-adjacency matrix.
+Potentials avoid all-pairs shortest paths (docs/credit.md §10): every potential max_v w(v)·ω^d(s,v)
+is the fixpoint of Φ(s) = max(w(s), ω·max_{s'∈succ(s)} Φ(s')), which holds because w >= 0 and
+0 < ω <= 1, iterated over the group's distinct observed transitions (numbered on the host) rather
+than a dense adjacency matrix. The distance to the sink needs no options, so the host finds it
+(``CreditBatch.sink_hops``).
 """
 
 from __future__ import annotations
@@ -156,27 +156,6 @@ def group_graph(
         edge_users=users_winners[:num_edges, 0],
         edge_winners=users_winners[:num_edges, 1],
     )
-
-
-def distances_to(targets: jax.Array, src: jax.Array, dst: jax.Array, mask: jax.Array) -> jax.Array:
-    """[N] directed hop distance from every node to the nearest target node (inf if unreachable).
-
-    Bellman relaxation d(u) <- min(d(u), 1 + d(v)) over the transitions (u, v) where ``mask``,
-    iterated until nothing changes. The estimators pass the group's distinct edges: each round is a
-    scatter over them, about half as many as the step rows, and far fewer than N^2 adjacency entries.
-    """
-    inf = jnp.asarray(jnp.inf, float_dtype())
-    src, dst, mask = src.ravel(), dst.ravel(), mask.ravel()
-    start = jnp.where(targets, 0.0, inf).astype(float_dtype())
-
-    def relax(state):
-        distance, _ = state
-        through_edge = jnp.where(mask, 1.0 + distance[dst], inf)
-        updated = distance.at[src].min(through_edge)
-        return updated, jnp.any(updated != distance)
-
-    distance, _ = lax.while_loop(lambda state: state[1], relax, (start, jnp.asarray(True)))
-    return distance
 
 
 def max_product_potentials(

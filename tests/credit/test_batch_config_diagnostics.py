@@ -290,20 +290,22 @@ def test_step_advantages_are_the_nested_advantages_in_step_order():
     assert len({round(a, 6) for a in result.step_advantages.tolist()}) > 3  # not a constant that would hide a mix-up
 
 
-def test_a_batch_without_edges_serves_the_estimators_that_do_not_read_them():
+def test_a_batch_without_its_graph_serves_the_estimators_that_do_not_read_it():
     from milegpo_jax.credit.batch import padded_batch
-    from milegpo_jax.credit.estimators import EDGE_ESTIMATORS, estimate_advantages, milegpo_terms, registered_estimators
+    from milegpo_jax.credit.estimators import GRAPH_ESTIMATORS, estimate_advantages, milegpo_terms, registered_estimators
 
     groups = [EXAMPLES["A"]["group"], EXAMPLES["C"]["group"]]
-    with_edges, _, _ = padded_batch(groups)
-    without, _, _ = padded_batch(groups, with_edges=False)
+    with_graph, _, _ = padded_batch(groups)
+    without, _, _ = padded_batch(groups, with_graph=False)
     assert without.edge_mask.shape == (2, 0) and not without.first_use.any()
+    assert not without.sink_hops.any() and not without.region.any()
+    np.testing.assert_array_equal(without.node_mask, with_graph.node_mask)
     for name in registered_estimators():
         cfg = make_credit_config(name)
-        if name in EDGE_ESTIMATORS:
-            with pytest.raises(ValueError, match=f"{name}: the batch was built without its edges"):
+        if name in GRAPH_ESTIMATORS:
+            with pytest.raises(ValueError, match=f"{name}: the batch was built without its graph structure"):
                 estimate_advantages(without, cfg)
         else:
-            np.testing.assert_array_equal(estimate_advantages(without, cfg), estimate_advantages(with_edges, cfg))
-    with pytest.raises(ValueError, match="without its edges"):
+            np.testing.assert_array_equal(estimate_advantages(without, cfg), estimate_advantages(with_graph, cfg))
+    with pytest.raises(ValueError, match="without its graph structure"):
         milegpo_terms(without, make_credit_config("milegpo"))

@@ -24,9 +24,11 @@ from hypothesis import strategies as st
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
-from milegpo_jax.credit.graph import distances_to, first_rows, max_product_potentials, scan_steps
-from milegpo_jax.credit.rollouts import Group, Trajectory
+from milegpo_jax.credit.graph import first_rows, max_product_potentials, scan_steps
+from milegpo_jax.credit.rollouts import SUCCESS_STATE, Group, Trajectory
 from milegpo_jax.credit.testing import reference
+from milegpo_jax.credit.testing.reference_baselines import build_graph, distances_to
+from milegpo_jax.credit.testing.reference_family import state_sequences, viability_regions
 from milegpo_jax.credit.testing.graph import candidate_distances
 from tests.credit.strategies import batches_of_groups, family_batches, family_option_overrides, option_overrides
 
@@ -184,11 +186,34 @@ def test_potentials_equal_the_explicit_candidate_distance_formula(groups, data):
     explicit = jnp.max(jnp.where(jnp.isfinite(distance), weights[None, :] * omega ** jnp.where(jnp.isfinite(distance), distance, 0.0), 0.0), axis=1)
     fixpoint = jax.jit(max_product_potentials, static_argnums=4)(weights[None, :], group.src, group.dst, group.step_mask, omega)[0]
     np.testing.assert_allclose(fixpoint, explicit, rtol=1e-6, atol=1e-7)
-    # d(v, v) = 0 for candidates; d to the sink agrees with the single-target relaxation.
+    # d(v, v) = 0 for candidates; d to the sink agrees with the host's breadth-first search.
     assert np.all(np.diag(np.asarray(distance))[np.asarray(candidates)] == 0)
     sink = jnp.zeros(N, bool).at[0].set(True) & group.node_mask
     to_sink = jax.jit(candidate_distances)(sink, group.src, group.dst, group.step_mask)[:, 0]
-    np.testing.assert_array_equal(to_sink, jax.jit(distances_to)(sink, group.src, group.dst, group.step_mask))
+    np.testing.assert_array_equal(to_sink, np.where(group.sink_hops >= 0, group.sink_hops, np.inf))
+
+
+@PROPERTY_SETTINGS
+@given(groups=family_batches(max_groups=3))
+def test_the_hosts_hops_and_regions_are_the_references(groups):
+    """``build_batch``'s node planes (docs/credit.md §10.1) against the plain-Python reference: hops to
+    the sink by its reverse BFS, MVPO's regions by its union-find over the loop bodies (the same sets,
+    each named by its least node id); padded nodes are unreachable singletons."""
+    batch, layout = build_batch(groups, **BUCKETS)
+    for g, group in enumerate(groups):
+        graph = build_graph(group)
+        names = [SUCCESS_STATE, *layout.node_names[g][1:]]
+        hops_wanted = distances_to(graph, SUCCESS_STATE)
+        regions = viability_regions(state_sequences(graph))
+        hops, region = batch.sink_hops[g], batch.region[g]
+        for i, name in enumerate(names):
+            if i == 0 and not batch.node_mask[g, 0]:  # no success: the sink is no node
+                assert hops[0] == -1 and region[0] == 0
+                continue
+            assert hops[i] == hops_wanted.get(name, -1), (g, name)
+            same_region = [j for j, other in enumerate(names) if regions.get(other, other) == regions.get(name, name)]
+            assert region[i] == min(same_region), (g, name)
+        assert np.all(hops[len(names):] == -1) and np.array_equal(region[len(names):], np.arange(len(names), len(region)))
 
 
 @LEAN_SETTINGS
