@@ -334,26 +334,26 @@ def _fill_padded(
             edge_mask[g, e] = True
             numbered += 1
     if with_graph:
-        _node_structure(ints, last_state, node_ints, lengths, group_sizes)
+        _node_structure(ints, last_state, node_ints, edge_ends, edge_mask, lengths, group_sizes)
     return ints, flags, rewards, traj_mask, last_state, node_ints, edge_ends, edge_mask, place
 
 
 @numba.njit(cache=True)
-def _node_structure(ints, last_state, node_ints, lengths, group_sizes):
+def _node_structure(ints, last_state, node_ints, edge_ends, edge_mask, lengths, group_sizes):
     """Fills planes 1 and 2 of ``node_ints``: the graph structure that no option changes, found here
     in linear time rather than by fixpoint rounds in the program (docs/credit.md §10.1).
 
     Hops to the sink: a breadth-first search from the sink (in a group with a success) along the
-    rows' transitions reversed; -1 where the sink is unreachable. Regions (MVPO, M1 of
+    group's distinct edges reversed; -1 where the sink is unreachable. Regions (MVPO, M1 of
     docs/credit-family.md): in the state sequence s_0..s_L of each trajectory, transition u -> u+1
     lies in a loop body when some revisit at a later position p > u has its state's first visit at
     or before u (the union of the bodies between consecutive visits of a state equals the union of
     the spans from its first visit to each later one); union-find over those transitions, each set
     named by its least node id (the root is always the smaller id)."""
     G, _, K, T = ints.shape
-    N = node_ints.shape[2]
-    into_start = np.empty(N + 1, np.int64)  # reversed adjacency of the group's rows, by destination
-    into = np.empty(K * T, np.int32)
+    N, E = node_ints.shape[2], edge_mask.shape[1]
+    into_start = np.empty(N + 1, np.int64)  # reversed adjacency of the group's edges, by destination
+    into = np.empty(E, np.int32)
     queue = np.empty(N, np.int32)
     first = np.full(N, -1, np.int64)  # first position of each node in the current state sequence
     loop_start = np.empty(T + 1, np.int64)
@@ -366,15 +366,15 @@ def _node_structure(ints, last_state, node_ints, lengths, group_sizes):
             region[v] = v
         sizes = group_sizes[g] if g < len(group_sizes) else 0
         into_start[:] = 0
-        for k in range(sizes):
-            for t in range(lengths[trajectory + k]):
-                into_start[ints[g, 1, k, t] + 1] += 1
+        for e in range(E):
+            if edge_mask[g, e]:
+                into_start[edge_ends[g, 1, e] + 1] += 1
         for v in range(N):
             into_start[v + 1] += into_start[v]
-        for k in range(sizes):
-            for t in range(lengths[trajectory + k]):
-                v = ints[g, 1, k, t]
-                into[into_start[v]] = ints[g, 0, k, t]
+        for e in range(E):
+            if edge_mask[g, e]:
+                v = edge_ends[g, 1, e]
+                into[into_start[v]] = edge_ends[g, 0, e]
                 into_start[v] += 1
         for v in range(N - 1, -1, -1):  # the fill advanced every start to the next one's
             into_start[v + 1] = into_start[v]
