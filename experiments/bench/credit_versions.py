@@ -1,0 +1,116 @@
+"""Credit road of this checkout against an older one, side by side in one process.
+
+Machines are noisy and this 2-core VM has slow phases of minutes, so a change's speed is measured
+against the code before it in the same process: both checkouts are imported (each with its own
+modules, swapped in before each of its calls), each builds the benchmark's batches
+(``experiments/bench/credit.py``) and runs the trainer's road (``RolloutBatch.credit_columns`` +
+``compute_credit``), and the two alternate for ``--rounds`` rounds, each call after a run of the
+plain-Python reference (the cold case the trainer meets). Before timing, every case asserts that
+both give the same per-row advantages on every seed's batch. Ends with one JSON line: per case the
+median road in ms of each side and the ratio baseline / this checkout.
+
+Run: ``git worktree add /tmp/base <commit>`` then
+``python -m experiments.bench.credit_versions --baseline /tmp/base [--cases milegpo/full mvpo]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+_PACKAGES = ("milegpo_jax", "experiments", "envs_bridge")
+_HERE = Path(__file__).resolve().parents[2]
+
+
+def _own_modules() -> dict:
+    return {name: module for name, module in sys.modules.items() if name.split(".")[0] in _PACKAGES}
+
+
+class Checkout:
+    """One checkout's credit modules, imported under their usual names and kept aside."""
+
+    def __init__(self, root: Path):
+        for name in _own_modules():
+            del sys.modules[name]
+        sys.path.insert(0, str(root))
+        try:
+            self.bench = importlib.import_module("experiments.bench.credit")
+            self.config = importlib.import_module("milegpo_jax.credit.config")
+            self.synthetic = importlib.import_module("milegpo_jax.credit.testing.synthetic")
+            self.reference = importlib.import_module("milegpo_jax.credit.testing.reference")
+            importlib.import_module("milegpo_jax.credit.family")  # imported lazily at trace time otherwise
+        finally:
+            sys.path.remove(str(root))
+        self.modules = _own_modules()
+
+    def use(self) -> None:
+        """Puts this checkout's modules back, so that imports made at call time find its own."""
+        sys.modules.update(self.modules)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the older code")
+    parser.add_argument("--cases", nargs="*", default=None, help="estimator names as the credit bench prints them")
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    args = parser.parse_args(argv)
+    if not (args.baseline / "experiments" / "bench" / "credit.py").is_file():
+        print(f"--baseline {args.baseline}: no experiments/bench/credit.py there", file=sys.stderr)
+        raise SystemExit(2)
+
+    sides = {"baseline": Checkout(args.baseline.resolve()), "current": Checkout(_HERE)}
+    batches = {}
+    for side, checkout in sides.items():
+        checkout.use()
+        batches[side] = []
+        for seed in args.seeds:
+            groups = checkout.bench.with_first_visit_milestones(checkout.synthetic.alfworld_like_rollouts(16, 8, 50, seed=seed))
+            batches[side].append((groups, checkout.bench.as_collected(groups)[0]))
+    cases = [(e, s, e if s is None else f"{e}/{s}") for e, s in sides["current"].bench.CASES]
+    if args.cases:
+        unknown = set(args.cases) - {name for *_, name in cases}
+        if unknown:
+            print(f"--cases: unknown {sorted(unknown)}", file=sys.stderr)
+            raise SystemExit(2)
+        cases = [case for case in cases if case[2] in args.cases]
+
+    figures = {}
+    for estimator, stage, name in cases:
+        configs, outputs = {}, {}
+        for side, checkout in sides.items():
+            checkout.use()
+            configs[side] = checkout.config.make_credit_config(estimator, stage=stage)
+            outputs[side] = [checkout.bench._trainer_road(collected, configs[side])[1] for _, collected in batches[side]]
+        for seed, old, new in zip(args.seeds, outputs["baseline"], outputs["current"]):
+            if not np.array_equal(old, new):
+                raise SystemExit(f"{name}: the advantages differ on seed {seed} (max {np.abs(old - new).max():.3g})")
+        times = {side: [] for side in sides}
+        for r in range(args.rounds):
+            for side in ("baseline", "current") if r % 2 == 0 else ("current", "baseline"):
+                checkout, (groups, collected) = sides[side], batches[side][0]
+                checkout.use()
+                checkout.reference.compute_advantages(groups, configs[side])
+                start = time.perf_counter()
+                checkout.bench._trainer_road(collected, configs[side])
+                times[side].append(time.perf_counter() - start)
+        medians = {side: 1000.0 * statistics.median(values) for side, values in times.items()}
+        figures[name] = {**{f"{side}_ms": round(ms, 3) for side, ms in medians.items()},
+                         "ratio": round(medians["baseline"] / medians["current"], 3)}
+        print(f"{name:<16}baseline {medians['baseline']:7.2f} ms   current {medians['current']:7.2f} ms   "
+              f"ratio {figures[name]['ratio']:.3f}", flush=True)
+    summary = {"bench": "credit_versions", "baseline": str(args.baseline), "rounds": args.rounds,
+               "seeds": args.seeds, "same_advantages": True, "per_estimator": figures}
+    print(json.dumps(summary))
+    return summary
+
+
+if __name__ == "__main__":
+    main()

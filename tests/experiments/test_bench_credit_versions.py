@@ -1,0 +1,45 @@
+"""experiments.bench.credit_versions: two checkouts side by side in one process (subprocesses here,
+since the bench swaps the repository's modules in and out of sys.modules)."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _run(baseline: Path, *extra: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)
+    return subprocess.run(
+        [sys.executable, "-m", "experiments.bench.credit_versions", "--baseline", str(baseline), "--cases", "grpo",
+         "--rounds", "2", "--seeds", "0", *extra],
+        check=False, cwd=REPO, env=env, capture_output=True, text=True, timeout=300,
+    )
+
+
+def test_a_checkout_against_itself_and_against_a_changed_copy(tmp_path):
+    same = _run(REPO)
+    assert same.returncode == 0, same.stderr[-3000:]
+    figures = json.loads(same.stdout.strip().splitlines()[-1])
+    assert figures["bench"] == "credit_versions" and figures["same_advantages"] is True
+    assert list(figures["per_estimator"]) == ["grpo"]
+    grpo = figures["per_estimator"]["grpo"]
+    assert grpo["baseline_ms"] > 0 and grpo["current_ms"] > 0 and grpo["ratio"] > 0
+
+    # A baseline whose GRPO doubles its advantages: the bench refuses to time different outputs.
+    changed = tmp_path / "changed"
+    for package in ("milegpo_jax", "experiments"):
+        shutil.copytree(REPO / package, changed / package, ignore=shutil.ignore_patterns("__pycache__", "data"))
+    estimators = changed / "milegpo_jax" / "credit" / "estimators.py"
+    text = estimators.read_text()
+    assert 'return {"adv_episode": adv_episode, "advantage": adv_episode}' in text
+    estimators.write_text(text.replace('"advantage": adv_episode}', '"advantage": 2.0 * adv_episode}'))
+    differ = _run(changed)
+    assert differ.returncode != 0 and "grpo: the advantages differ on seed 0" in differ.stderr
+
+    missing = _run(tmp_path / "nowhere")
+    assert missing.returncode == 2 and "no experiments/bench/credit.py there" in missing.stderr
