@@ -9,8 +9,8 @@ plain-Python reference (the cold case the trainer meets). Before timing, every c
 both give the same per-row advantages on every seed's batch. Ends with one JSON line: per case the
 median road in ms of each side and the ratio baseline / this checkout.
 
-Run: ``git worktree add /tmp/base <commit>`` then
-``python -m experiments.bench.credit_versions --baseline /tmp/base [--cases milegpo/full mvpo]``.
+Run: ``git worktree add ../base <commit>`` then
+``python -m experiments.bench.credit_versions --baseline ../base [--cases milegpo/full mvpo]``.
 """
 
 from __future__ import annotations
