@@ -10,8 +10,9 @@ time per batch of
 * ``end_to_end``: the trainer's road from the rollout records as the collector hands them over (a
   ``RolloutBatch``: rows in the lockstep order they were played, state keys and actions interned
   per group as each row was recorded) to every row's advantage on the host, as the trainer takes
-  it: ``RolloutBatch.credit_columns`` (drop aborted episodes, order the steps and their rows) +
-  ``compute_credit`` without the diagnostics (padded batch, estimator, ``step_advantages``),
+  it: ``RolloutBatch.credit_columns`` (drop aborted episodes, order the steps; the order says which
+  row each advantage belongs to) + ``compute_credit`` without the diagnostics (padded batch,
+  estimator, ``step_advantages``),
 * ``host``: the host part of that alone (``credit_columns`` + ``build_batch``; the graph structure
   only for the estimators that read it, as ``compute_credit`` does without diagnostics),
 * ``end_to_end_from_groups``: ``compute_credit`` from ``Group`` records, i.e. including interning every
@@ -103,9 +104,9 @@ def as_collected(groups: list[Group]) -> tuple[RolloutBatch, float]:
     return RolloutBatch(tuple(rows), episodes, recorded), time.perf_counter() - start
 
 
-def _trainer_road(collected: RolloutBatch, cfg) -> tuple[list, np.ndarray]:
-    columns, rows = collected.credit_columns()
-    return rows, compute_credit(columns, cfg, with_diagnostics=False).step_advantages
+def _trainer_road(collected: RolloutBatch, cfg) -> tuple[np.ndarray, np.ndarray]:
+    columns, order = collected.credit_columns()
+    return order, compute_credit(columns, cfg, with_diagnostics=False).step_advantages
 
 
 def main(argv: list[str] | None = None) -> dict:

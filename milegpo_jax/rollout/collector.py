@@ -105,14 +105,16 @@ class RolloutBatch:
 
     def training_rows(self) -> list[StepRow]:
         """Rows of the episodes that were not aborted, in (group, trajectory, t) order."""
-        return self._rows_in(self.recorded.training_order(self._aborted()))
+        return self.rows_in(self.recorded.training_order(self._aborted()))
 
-    def _rows_in(self, order: np.ndarray) -> list[StepRow]:
+    def rows_in(self, order: np.ndarray) -> list[StepRow]:
+        """``rows[order[0]], rows[order[1]], ...`` (e.g. the order ``credit_columns`` returns)."""
         return np.fromiter(self.rows, object, len(self.rows))[order].tolist()
 
     def aligned_rows(self) -> list[list[list[StepRow]]]:
         """Rows per credit group, per trajectory, per step (aborted episodes dropped, empty groups skipped)."""
-        columns, rows = self.credit_columns()
+        columns, order = self.credit_columns()
+        rows = self.rows_in(order)
         ends = np.cumsum(columns.lengths).tolist()
         trajectories = [rows[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
         group_ends = np.cumsum(columns.group_sizes).tolist()
@@ -130,24 +132,24 @@ class RolloutBatch:
         ]
         return groups, aligned
 
-    def credit_columns(self) -> tuple[RolloutColumns, list[StepRow]]:
+    def credit_columns(self) -> tuple[RolloutColumns, np.ndarray]:
         """The credit groups as the pre-interned step columns of the recording (credit/columns.py: the
-        same padded batch, without touching a string or a record per step) and the rows in the columns'
-        order, so that entry i of a ``CreditResult.step_advantages`` is the advantage of row i."""
-        columns, order = self.recorded.columns(self._aborted())
-        return columns, self._rows_in(order)
+        same padded batch, without touching a string or a record per step) and their order: entry i of
+        the columns, and of a ``CreditResult.step_advantages``, is the step of ``rows[order[i]]``
+        (``rows_in(order)``; the credit road itself touches no row record, docs/credit.md §10.1)."""
+        return self.recorded.columns(self._aborted())
 
     def metrics(self) -> dict[str, float]:
         finished = [e for e in self.episodes if not e.aborted]
-        rows = self.training_rows()
+        valid = self.recorded.valid[self.recorded.training_order(self._aborted())]  # the training rows' flags
         return {
             "success_rate": sum(e.won for e in finished) / max(len(finished), 1),
             "score": sum(e.score for e in finished) / max(len(finished), 1),
             "episode_length": sum(e.steps for e in finished) / max(len(finished), 1),
-            "invalid_action_rate": sum(not r.valid for r in rows) / max(len(rows), 1),
+            "invalid_action_rate": float(np.count_nonzero(~valid)) / max(len(valid), 1),
             "episodes": float(len(self.episodes)),
             "aborted_episodes": float(len(self.episodes) - len(finished)),
-            "steps": float(len(rows)),
+            "steps": float(len(valid)),
         }
 
     def success_by_task_type(self) -> dict[str, float]:

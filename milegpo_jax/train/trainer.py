@@ -243,10 +243,10 @@ class Trainer:
         timings["time/generation_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
-        columns, rows = batch.credit_columns()  # pre-interned: the credit engine's fast road
+        columns, order = batch.credit_columns()  # pre-interned: the credit engine's fast road
         credit = compute_credit(columns, self.credit_config, ema_prev=self.credit_ema)
         self.credit_ema = credit.ema
-        advantages = credit.step_advantages  # entry i is the advantage of rows[i]
+        advantages = credit.step_advantages  # entry i is the advantage of batch.rows[order[i]]
         timings["time/advantage_s"] = time.perf_counter() - start
 
         metrics: dict[str, Any] = {f"rollout/{k}": v for k, v in batch.metrics().items()}
@@ -255,7 +255,7 @@ class Trainer:
         metrics.update({"advantage/mean": adv.mean(), "advantage/std": adv.std(), "advantage/abs_max": np.abs(adv).max()})
 
         start = time.perf_counter()
-        update_rows = ppo_rows([row.response for row in rows], advantages)
+        update_rows = ppo_rows([row.response for row in batch.rows_in(order)], advantages)
         capacity = sequence_capacity(update_rows)
         pad_id = self.tokenizer.pad_token_id
         if self.reference is not None:

@@ -79,8 +79,8 @@ def test_credit_groups_align_rows_with_trajectories(played):
 def test_credit_columns_build_the_batch_of_the_credit_groups(played):
     _, _, batch = played
     groups, aligned = batch.credit_groups()
-    columns, rows = batch.credit_columns()
-    assert rows == [row for episodes in aligned for steps in episodes for row in steps]
+    columns, order = batch.credit_columns()
+    assert batch.rows_in(order) == [row for episodes in aligned for steps in episodes for row in steps]
     from_groups, layout = build_batch(groups)
     from_columns, layout_too = build_batch(columns)
     assert layout_too == layout

@@ -36,11 +36,11 @@ def groups() -> list[Group]:
 
 def test_lockstep_recording_builds_the_batch_of_the_groups(groups):
     batch = _lockstep(groups)
-    columns, rows = batch.credit_columns()
+    columns, order = batch.credit_columns()
     _assert_same_batch(columns, groups)
     assert batch.credit_groups()[0] == groups
     aligned = batch.aligned_rows()
-    assert rows == [row for episodes in aligned for steps in episodes for row in steps]
+    assert batch.rows_in(order) == [row for episodes in aligned for steps in episodes for row in steps]
     assert [[[row.t for row in rows] for rows in episodes] for episodes in aligned] == [
         [list(range(len(traj.steps))) for traj in group.trajectories] for group in groups
     ]
@@ -66,6 +66,14 @@ def test_aborted_episodes_are_left_out(groups):
     columns, _ = batch.credit_columns()
     _assert_same_batch(columns, kept)
     assert [len(episodes) for episodes in batch.aligned_rows()] == [4, 2, 4, 3, 4]
+
+
+def test_metrics_count_the_training_rows_from_the_recording(groups):
+    batch = _lockstep(groups, aborted=frozenset({(1, 0), (3, 3)}))
+    rows = batch.training_rows()
+    metrics = batch.metrics()
+    assert metrics["steps"] == len(rows) < len(batch.rows)
+    assert metrics["invalid_action_rate"] == sum(not row.valid for row in rows) / len(rows) > 0
 
 
 def test_a_group_with_every_episode_aborted_is_skipped(groups):
