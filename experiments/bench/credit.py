@@ -13,7 +13,7 @@ time per batch of
   it: ``RolloutBatch.credit_columns`` (drop aborted episodes, order the steps; the order says which
   row each advantage belongs to) + ``compute_credit`` without the diagnostics (padded batch,
   estimator, ``step_advantages``),
-* ``host``: the host part of that alone (``credit_columns`` + ``build_batch``; the graph structure
+* ``host``: the host part of that alone (``credit_columns`` + ``build_batch``; the host's structure
   only for the estimators that read it, as ``compute_credit`` does without diagnostics),
 * ``end_to_end_from_groups``: ``compute_credit`` from ``Group`` records, i.e. including interning every
   state key and action string (the CLI's road),
@@ -42,7 +42,7 @@ import numpy as np
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
-from milegpo_jax.credit.estimators import GRAPH_ESTIMATORS, estimate_advantages
+from milegpo_jax.credit.estimators import batch_structure, estimate_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
@@ -121,9 +121,7 @@ def main(argv: list[str] | None = None) -> dict:
     groups = with_first_visit_milestones(alfworld_like_rollouts(args.groups, args.group_size, args.max_steps, seed=args.seed))
     collected, record_s = as_collected(groups)
     batch, layout = build_batch(collected.credit_columns()[0])
-    # As compute_credit builds it without diagnostics: the graph only for the estimators that read it.
-    device_batches = {with_graph: jax.device_put(build_batch(collected.credit_columns()[0], with_graph=with_graph)[0])
-                      for with_graph in (False, True)}
+    # As compute_credit builds it without diagnostics: the structure only for the estimators that read it.
     states = [len(names) - 1 for names in layout.node_names]
     success = np.mean([traj.succeeded for g in groups for traj in g.trajectories])
     steps = sum(len(t.steps) for g in groups for t in g.trajectories)
@@ -142,8 +140,8 @@ def main(argv: list[str] | None = None) -> dict:
     for estimator, stage in CASES:
         cfg = make_credit_config(estimator, stage=stage)
         name = estimator if stage is None else f"{estimator}/{stage}"
-        with_graph = estimator in GRAPH_ESTIMATORS
-        device_batch = device_batches[with_graph]
+        structure = batch_structure(estimator)
+        device_batch = jax.device_put(build_batch(collected.credit_columns()[0], **structure)[0])
         start = time.perf_counter()
         jax.block_until_ready(estimate_advantages(device_batch, cfg))
         compile_ms = 1000.0 * (time.perf_counter() - start)
@@ -151,7 +149,7 @@ def main(argv: list[str] | None = None) -> dict:
             {
                 "jnp": lambda: jax.block_until_ready(estimate_advantages(device_batch, cfg)),
                 "e2e": lambda: _trainer_road(collected, cfg),
-                "host": lambda: build_batch(collected.credit_columns()[0], with_graph=with_graph),
+                "host": lambda: build_batch(collected.credit_columns()[0], **structure),
                 "groups": lambda: compute_credit(groups, cfg, with_diagnostics=False).advantages,
                 "reference": lambda: reference.compute_advantages(groups, cfg),
             },

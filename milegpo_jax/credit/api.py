@@ -12,7 +12,7 @@ from milegpo_jax.credit.batch import BatchLayout, CreditBatch, padded_batch
 from milegpo_jax.credit.columns import RolloutColumns, check_columns_for
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.diagnostics import credit_diagnostics
-from milegpo_jax.credit.estimators import GRAPH_ESTIMATORS, advantages_and_ema, milegpo_terms
+from milegpo_jax.credit.estimators import advantages_and_ema, batch_structure, milegpo_terms
 from milegpo_jax.credit.rollouts import Group, check_estimator_inputs
 
 
@@ -62,8 +62,9 @@ def compute_credit(
     else:
         check_estimator_inputs(groups, cfg.estimator)
     minima = {} if pad_to is None else dict(zip(("min_steps", "min_nodes", "min_edges"), pad_to))
-    with_graph = with_diagnostics or cfg.estimator in GRAPH_ESTIMATORS  # the diagnostics are MileGPO's
-    batch, layout_of, step_index = padded_batch(groups, with_graph=with_graph, **minima)
+    structure = batch_structure(cfg.estimator)
+    structure["with_graph"] |= with_diagnostics  # the diagnostics are MileGPO's
+    batch, layout_of, step_index = padded_batch(groups, **structure, **minima)
     advantages, ema = advantages_and_ema(batch, cfg, ema_prev)
     advantages = np.asarray(advantages)
     diagnostics = {}

@@ -30,8 +30,9 @@ class CreditBatch(NamedTuple):
     node planes are structure of the graph alone, found on the host (docs/credit.md §10.1).
     Indexing from the end, so they hold for one group ([4, K, T] planes, as under vmap) as well."""
 
-    step_ints: np.ndarray  # int32 [G, 4, K, T]: src, dst, action, edge
-    step_flags: np.ndarray  # bool [G, 4, K, T]: valid, step_mask, milestone, first_use
+    step_ints: np.ndarray  # int32 [G, 7, K, T]: src, dst, action, edge, state_action, history2, history3
+    step_flags: np.ndarray  # bool [G, 5, K, T]: valid, step_mask, milestone, first_use, first_visit
+    # (without the row clusters, 4 planes each: the last three int planes and first_visit absent)
     reward: np.ndarray  # float32 [G, K, T] env reward of the step
     traj_mask: np.ndarray  # bool [G, K] real trajectory
     last_state: np.ndarray  # int32 [G, K] s_T: next state of the trajectory's last step
@@ -56,6 +57,18 @@ class CreditBatch(NamedTuple):
         return self.step_ints[..., 3, :, :]
 
     @property
+    def state_action(self):  # int32 [G, K, T] ECPO's (s_t, action or "invalid") cluster id; K·T on padded rows
+        return self.step_ints[..., 4, :, :]
+
+    @property
+    def history2(self):  # int32 [G, K, T] HGPO's order-2 history id (s_{t-1}, s_t); K·T where t = 0 or padded
+        return self.step_ints[..., 5, :, :]
+
+    @property
+    def history3(self):  # int32 [G, K, T] HGPO's order-3 history id (s_{t-2}, s_{t-1}, s_t); K·T where t < 2
+        return self.step_ints[..., 6, :, :]
+
+    @property
     def valid(self):  # bool [G, K, T] format validity of the response
         return self.step_flags[..., 0, :, :]
 
@@ -70,6 +83,10 @@ class CreditBatch(NamedTuple):
     @property
     def first_use(self):  # bool [G, K, T] the step is its trajectory's first use of its edge
         return self.step_flags[..., 3, :, :]
+
+    @property
+    def first_visit(self):  # bool [G, K, T] s_{t+1} is none of s_0..s_t of the trajectory (ProGPO's novelty)
+        return self.step_flags[..., 4, :, :]
 
     @property
     def node_mask(self):  # bool [G, N] real node (the sink only if the group has a success)
@@ -129,6 +146,7 @@ def padded_batch(
     min_edges: int = 8,
     bucket: bool = True,
     with_graph: bool = True,
+    with_row_clusters: bool = True,
 ) -> tuple[CreditBatch, Callable[[], BatchLayout], np.ndarray]:
     """The padded arrays, a function that makes their ``BatchLayout`` (Python tuples of names and
     lengths, which a caller that only needs per-step values never builds) and the place of every step
@@ -137,6 +155,8 @@ def padded_batch(
     ``with_graph=False`` leaves out the graph structure: no edges numbered (E = 0, edge ids 0, no first
     uses), no hops to the sink and no regions (node planes 1 and 2 are 0): for callers whose programs
     read none of it (``estimators.GRAPH_ESTIMATORS``), which saves the host that work.
+    ``with_row_clusters=False`` likewise leaves out the row clusters of HGPO, ECPO and ProGPO
+    (``estimators.CLUSTER_ESTIMATORS``): ``step_ints`` and ``step_flags`` then have 4 planes.
 
     Two compiled passes over the steps (``_number_steps``, ``_fill_padded``; docs/credit.md §10.1):
     at the paper's batch size the equivalent numpy spent most of its time in the overhead of some
@@ -159,7 +179,7 @@ def padded_batch(
     *arrays, flat_row = _fill_padded(
         nodes, action_ids, reward, np.asarray(columns.valid, np.bool_), np.asarray(columns.milestone, np.int8),
         succeeded, lengths, group_sizes, group_nodes, edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E,
-        with_graph,
+        with_graph, with_row_clusters,
     )
     batch = CreditBatch(*arrays)
 
@@ -300,12 +320,13 @@ def _edge_table_slots(lengths, group_sizes):
 @numba.njit(cache=True)
 def _fill_padded(
     nodes, action_ids, reward, valid, milestone, succeeded, lengths, group_sizes, group_nodes,
-    edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E, with_graph,
+    edge_ids, first_use, edge_nodes, group_edges, G, K, T, N, E, with_graph, with_row_clusters,
 ):
     """The ``CreditBatch`` fields in order, and each step's place in the flattened [G, K, T] arrays."""
-    ints = np.zeros((G, 4, K, T), np.int32)  # src, dst, action, edge
+    ints = np.zeros((G, 7 if with_row_clusters else 4, K, T), np.int32)  # src, dst, action, edge[, clusters]
     ints[:, 3] = E  # padded rows: the spare edge slot
-    flags = np.zeros((G, 4, K, T), np.bool_)  # valid, step_mask, milestone, first_use
+    ints[:, 4:] = K * T  # rows without a key: the clusters' spare slot
+    flags = np.zeros((G, 5 if with_row_clusters else 4, K, T), np.bool_)  # valid, step_mask, milestone, first_use[, first_visit]
     rewards = np.zeros((G, K, T), np.float32)
     traj_mask = np.zeros((G, K), np.bool_)
     last_state = np.zeros((G, K), np.int32)
@@ -335,6 +356,8 @@ def _fill_padded(
             numbered += 1
     if with_graph:
         _node_structure(ints, last_state, node_ints, edge_ends, edge_mask, lengths, group_sizes)
+    if with_row_clusters:
+        _row_structure(ints, flags, lengths, group_sizes, N)
     return ints, flags, rewards, traj_mask, last_state, node_ints, edge_ends, edge_mask, place
 
 
@@ -430,3 +453,49 @@ def _root(parent, v):
         parent[v] = parent[parent[v]]
         v = parent[v]
     return v
+
+
+@numba.njit(cache=True)
+def _row_structure(ints, flags, lengths, group_sizes, num_nodes):
+    """Fills the row planes that name clusters of rows beyond the anchor, structure that no option
+    changes (docs/credit.md §10.1), each a cluster id < K·T within the group (K·T where the row has
+    no key): ECPO's (s_t, action) pairs, every invalid step one action; HGPO's order-2 and order-3
+    history keys (s_{t-1}, s_t) and (s_{t-2}, s_{t-1}, s_t), the latter named as (order-2 id of
+    the row before, s_t); and ProGPO's first visits: s_{t+1} is none of s_0..s_t of the trajectory.
+    Ids count from 0 in order of first appearance, from one open-addressing table per group keyed
+    by (kind, a, b) (the slots a group filled are cleared before the next)."""
+    slots = 4 * _edge_table_slots(lengths, group_sizes)  # three keys per row: the table under half full
+    keys, ids = np.full(slots, -1, np.int64), np.empty(slots, np.int32)
+    used = np.empty(slots, np.int64)
+    counts = np.zeros(3, np.int32)
+    seen_by = np.full(num_nodes, -1, np.int64)  # per node: the last trajectory (run) that had it as s_t
+    trajectory, run = 0, 0
+    for g in range(len(group_sizes)):
+        filled = 0
+        counts[:] = 0
+        src, dst, action, planes = ints[g, 0], ints[g, 1], ints[g, 2], ints[g, 4:]  # planes: pair, histories
+        history2, valid, first_visit = ints[g, 5], flags[g, 0], flags[g, 4]
+        for k in range(group_sizes[g]):
+            run += 1
+            for t in range(lengths[trajectory]):
+                here = src[k, t]
+                seen_by[here] = run
+                first_visit[k, t] = seen_by[dst[k, t]] != run
+                for kind in range(min(t, 2) + 1):  # (kind, key's first part): a pair, then the two histories
+                    if kind == 0:
+                        first = action[k, t] + 1 if valid[k, t] else 0
+                    else:
+                        first = src[k, t - 1] if kind == 1 else history2[k, t - 1]
+                    key = (np.int64(kind) << 60) | (np.int64(first) << 30) | np.int64(here)
+                    slot = ((key * np.int64(-7046029254386353131)) >> 40) & (slots - 1)  # Fibonacci hashing
+                    while keys[slot] != -1 and keys[slot] != key:
+                        slot = (slot + 1) & (slots - 1)
+                    if keys[slot] == -1:
+                        keys[slot], ids[slot] = key, counts[kind]
+                        counts[kind] += 1
+                        used[filled] = slot
+                        filled += 1
+                    planes[kind, k, t] = ids[slot]
+            trajectory += 1
+        for i in range(filled):
+            keys[used[i]] = -1

@@ -412,23 +412,36 @@ def _jit_milegpo_terms(batch: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
 
 
 # Estimators whose programs read the host's graph structure: distinct edges, hops to the sink, regions
-# (a batch built ``with_graph=False`` has E = 0 and none of it).
+# (a batch built ``with_graph=False`` has E = 0 and none of it), and those that read its row clusters
+# (HGPO's histories, ECPO's (state, action) pairs, ProGPO's first visits; a batch built
+# ``with_row_clusters=False`` has 4 step planes). docs/credit.md §10.1.
 GRAPH_ESTIMATORS = frozenset({"graphgpo", "milegpo", "mvpo"})
+CLUSTER_ESTIMATORS = frozenset({"hgpo", "ecpo", "progpo"})
 
 
-def _reads_graph(cfg: CreditConfig) -> bool:
-    return cfg.estimator in GRAPH_ESTIMATORS
+def batch_structure(estimator: str) -> dict[str, bool]:
+    """``padded_batch``'s options for what the program of ``estimator`` reads (the host skips the rest)."""
+    return {"with_graph": estimator in GRAPH_ESTIMATORS, "with_row_clusters": estimator in CLUSTER_ESTIMATORS}
 
 
-def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, reads_graph=_reads_graph):
+def _missing_structure(batch: CreditBatch, estimator: str) -> str | None:
+    if estimator in GRAPH_ESTIMATORS and batch.edge_mask.shape[-1] == 0:
+        return "graph structure (padded_batch with_graph=False)"
+    if estimator in CLUSTER_ESTIMATORS and batch.step_ints.shape[-3] < 7:
+        return "row clusters (padded_batch with_row_clusters=False)"
+    return None
+
+
+def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, missing=_missing_structure):
     """Runs ``jitted(batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode, scoped to
     the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working float type,
-    so that a new value never retraces. A program that ``reads_graph`` refuses a batch without it."""
+    so that a new value never retraces. A batch without structure the program reads is refused."""
 
     @functools.wraps(jitted)
     def run(batch: CreditBatch, cfg: CreditConfig, ema_prev: float = 0.0):
-        if reads_graph(cfg) and batch.edge_mask.shape[-1] == 0:
-            raise ValueError(f"{cfg.estimator}: the batch was built without its graph structure (padded_batch with_graph=False)")
+        lacking = missing(batch, cfg.estimator)
+        if lacking:
+            raise ValueError(f"{cfg.estimator}: the batch was built without its {lacking}")
         dtype = np.float64 if cfg.precision == "float64" else np.float32
         args = (batch, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (batch, cfg)
         if cfg.precision == "float64":
@@ -448,7 +461,9 @@ estimate_advantages.__doc__ = """[G, K, T] advantages of ``cfg.estimator`` (cfg.
 advantages_and_ema = _in_precision(_jit_advantages)
 advantages_and_ema.__doc__ = """([G, K, T] advantages, MVPO's updated success EMA) from ``ema_prev``; the same
 compiled function as ``estimate_advantages`` (the EMA passes through unchanged for other estimators)."""
-milegpo_terms = _in_precision(_jit_milegpo_terms, carries_ema=False, reads_graph=lambda cfg: True)
+milegpo_terms = _in_precision(
+    _jit_milegpo_terms, carries_ema=False, missing=lambda batch, estimator: _missing_structure(batch, "milegpo")
+)
 milegpo_terms.__doc__ = """Every MileGPO intermediate, [G, ...] (diagnostics, tests, replay tables)."""
 
 

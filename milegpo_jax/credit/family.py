@@ -4,7 +4,8 @@ Same contract as ``estimators.py``: per-group maths over one group's padded [K, 
 groups by the registry there, advantages exactly 0 on padded rows. They reuse the shared terms
 (episode term Norm_q(Z), anchor normalisation, discounted returns, GiGPO itself) rather than
 recomputing them. Clusters that are not keyed by one state (HGPO's history suffixes, ECPO's
-(state, action) pairs) get dense ids from a sort of their integer codes, then segment sums.
+(state, action) pairs) come numbered from the host (``CreditBatch.history2/3``, ``state_action``;
+HGPO's orders above 3 get dense ids from a sort of their integer codes), then segment sums.
 
 Exactness (docs/credit-family.md, "Exactness"): a value equal to its cluster's other members must
 get a deviation of exactly 0, so values are shifted by their cluster maximum before the small
@@ -28,7 +29,7 @@ from milegpo_jax.credit.estimators import (
     episode_returns,
     invalid_penalty,
 )
-from milegpo_jax.credit.graph import Segments, dense_ids, first_rows, float_dtype, scan_steps, segment_normalize, trajectory_success
+from milegpo_jax.credit.graph import Segments, dense_ids, float_dtype, scan_steps, segment_normalize, trajectory_success
 
 # ----------------------------------------------------------------------------------------- helpers
 
@@ -80,16 +81,17 @@ def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     values, pen = step_return.ravel(), penalty.ravel()
     numerator = jnp.zeros(rows, float_dtype())
     denominator = jnp.zeros(rows, float_dtype())
-    # Order-1 keys are the anchors; the order-k key of (i, t) is (order-(k-1) key of (i, t-1), s_{i,t}),
-    # named by its first row (order 2 is a pair of nodes, small enough for first_rows' table).
-    history, history_bound = b.src.ravel(), N
+    # Order-1 keys are the anchors; the order-k key of (i, t) is (order-(k-1) key of (i, t-1), s_{i,t}).
+    # The host numbers orders 2 and 3 (CreditBatch.history2/3, docs/credit.md §10.1); higher orders
+    # get dense ids from a sort of (the row before's id, s_t).
+    history = b.src.ravel()
     for k in range(1, cfg.hgpo_history + 2):
         keyed = mask & (t >= k - 1)
-        if k > 1:  # the row before a keyed row is keyed one order lower: its key is below history_bound
+        if k in (2, 3):
+            history = (b.history2 if k == 2 else b.history3).ravel()
+        elif k > 3:  # the row before a keyed row is keyed one order lower: its id is below rows
             earlier = jnp.concatenate([jnp.zeros((K, 1), history.dtype), history.reshape(K, T)[:, :-1]], axis=1)
-            code, bound = earlier.ravel() * N + b.src.ravel(), history_bound * N
-            history = first_rows(code, keyed, bound) if k == 2 else dense_ids(code, keyed, bound)
-            history_bound = rows
+            history = dense_ids(earlier.ravel() * N + b.src.ravel(), keyed, rows * N)
         clusters = _Clusters(history, keyed, rows if k > 1 else N)
         deviation, scale = clusters.deviation(values, pen)
         std = jnp.sqrt(clusters.mean(deviation**2))  # population std
@@ -183,11 +185,10 @@ def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     mask = b.step_mask.ravel()
     step_return = discounted_returns(b, cfg.gamma).ravel()
     penalty = invalid_penalty(b, cfg).ravel()
-    invalid_action = K * T  # every invalid step at an anchor is the one action "<invalid>" (E2)
-    action = jnp.where(b.valid, b.action, invalid_action).ravel()
     anchor = _Clusters(b.src.ravel(), mask, N)
-    pair_code = b.src.ravel() * (invalid_action + 1) + action
-    pair = _Clusters(dense_ids(pair_code, mask, N * (invalid_action + 1)), mask, K * T)
+    # (s_t, action) pairs, every invalid step at an anchor the one action "<invalid>" (E2), numbered
+    # on the host (docs/credit.md §10.1)
+    pair = _Clusters(b.state_action.ravel(), mask, K * T)
     deviation, scale = anchor.deviation(step_return, penalty)
     std = jnp.sqrt(anchor.sum(deviation**2) / jnp.maximum(anchor.count - 1.0, 1.0))
     spread = mask & (anchor.count > 1) & (std > TIE_RELATIVE_TOLERANCE * scale)
@@ -213,17 +214,9 @@ def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
 # ----------------------------------------------------------------------------------------- ProGPO
 
 
-def first_visits(b: CreditBatch) -> jax.Array:
-    """[K, T] n_t = 1 if s_{t+1} is not among s_0..s_t of the trajectory (the visit sets made cumulative)."""
-    T = b.src.shape[-1]
-    up_to = jnp.tril(jnp.ones((T, T), bool))  # [t, u] = u <= t
-    seen = jnp.any((b.dst[:, :, None] == b.src[:, None, :]) & up_to & b.step_mask[:, None, :], axis=-1)
-    return b.step_mask & ~seen
-
-
 def _progpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """ProGPO [reconstructed]: in a group without any success, GiGPO on first-visit novelty rewards."""
-    novelty = first_visits(b)
+    novelty = b.step_mask & b.first_visit  # n_t: s_{t+1} not among s_0..s_t (the host's, docs/credit.md §10.1)
     zero_group = ~jnp.any(trajectory_success(b.reward, b.step_mask, b.traj_mask))
     # The base estimator on the novelty rewards in a group without success, on its own rewards
     # otherwise: one pass of it, with the rewards chosen first.

@@ -98,25 +98,6 @@ def dense_ids(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
     return jnp.where(valid, ids, codes.shape[0])
 
 
-def first_rows(codes: jax.Array, valid: jax.Array, bound: int) -> jax.Array:
-    """[R] the first valid row with the same code as each valid row (R for invalid rows).
-
-    ``codes`` of valid rows lie in [0, bound). Equal codes get equal ids, like ``dense_ids`` but not
-    dense: where a table of ``bound`` slots is small (a scatter-min of the row numbers into it), that
-    is several times cheaper than the sort dense ids need; larger bounds sort."""
-    size = codes.shape[0]
-    rows = jnp.arange(size, dtype=jnp.int32)
-    if bound > 32 * size:
-        order, ordered = sort_rows(codes, valid, bound)
-        run_start = scan_steps(jnp.where(_starts_run(ordered), rows, 0), jnp.maximum, 0)  # a run starts at its least row
-        first = _unsort(order, order[run_start])
-    else:
-        slot = jnp.where(valid, codes, bound)
-        dtype = jnp.int16 if size < 2**15 else jnp.int32  # half the table to fill, which is most of the cost
-        first = jnp.full(bound + 1, size, dtype).at[slot].min(rows.astype(dtype))[slot].astype(jnp.int32)
-    return jnp.where(valid, first, size)
-
-
 def group_graph(
     src: jax.Array,
     step_mask: jax.Array,

@@ -79,7 +79,7 @@ def abstract_batch(shape: tuple[int, int, int, int, int]) -> CreditBatch:
 
     G, K, T, N, E = shape
     return CreditBatch(
-        step_ints=jax.ShapeDtypeStruct((G, 4, K, T), np.int32), step_flags=jax.ShapeDtypeStruct((G, 4, K, T), bool),
+        step_ints=jax.ShapeDtypeStruct((G, 7, K, T), np.int32), step_flags=jax.ShapeDtypeStruct((G, 5, K, T), bool),
         reward=jax.ShapeDtypeStruct((G, K, T), np.float32), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
         last_state=jax.ShapeDtypeStruct((G, K), np.int32), node_ints=jax.ShapeDtypeStruct((G, 3, N), np.int32),
         edge_ends=jax.ShapeDtypeStruct((G, 2, E), np.int32), edge_mask=jax.ShapeDtypeStruct((G, E), bool),
@@ -94,7 +94,7 @@ def estimated_bytes(shape: tuple[int, int, int, int, int], cfg: CreditConfig, wi
     from milegpo_jax.credit.estimators import estimate_advantages, milegpo_terms
 
     G, K, T, N, E = shape
-    host = G * K * T * (5 * 4 + 4) + G * K * 8 + G * N * 12 + G * E * 9  # build_batch's numpy arrays
+    host = G * K * T * (7 * 4 + 5 + 4) + G * K * 8 + G * N * 12 + G * E * 9  # build_batch's numpy arrays
     programs = [lambda batch: estimate_advantages(batch, cfg)]
     if with_diagnostics:
         terms_cfg = cfg if cfg.estimator == "milegpo" else dataclasses.replace(cfg, estimator="milegpo")

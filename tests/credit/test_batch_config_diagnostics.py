@@ -290,22 +290,31 @@ def test_step_advantages_are_the_nested_advantages_in_step_order():
     assert len({round(a, 6) for a in result.step_advantages.tolist()}) > 3  # not a constant that would hide a mix-up
 
 
-def test_a_batch_without_its_graph_serves_the_estimators_that_do_not_read_it():
+def test_a_batch_without_its_structure_serves_the_estimators_that_do_not_read_it():
     from milegpo_jax.credit.batch import padded_batch
-    from milegpo_jax.credit.estimators import GRAPH_ESTIMATORS, estimate_advantages, milegpo_terms, registered_estimators
+    from milegpo_jax.credit.estimators import (
+        CLUSTER_ESTIMATORS, GRAPH_ESTIMATORS, estimate_advantages, milegpo_terms, registered_estimators,
+    )
 
     groups = [EXAMPLES["A"]["group"], EXAMPLES["C"]["group"]]
-    with_graph, _, _ = padded_batch(groups)
-    without, _, _ = padded_batch(groups, with_graph=False)
-    assert without.edge_mask.shape == (2, 0) and not without.first_use.any()
-    assert not without.sink_hops.any() and not without.region.any()
-    np.testing.assert_array_equal(without.node_mask, with_graph.node_mask)
+    full, _, _ = padded_batch(groups)
+    without_graph, _, _ = padded_batch(groups, with_graph=False)
+    without_clusters, _, _ = padded_batch(groups, with_row_clusters=False)
+    assert without_graph.edge_mask.shape == (2, 0) and not without_graph.first_use.any()
+    assert not without_graph.sink_hops.any() and not without_graph.region.any()
+    np.testing.assert_array_equal(without_graph.node_mask, full.node_mask)
+    assert without_clusters.step_ints.shape[1] == without_clusters.step_flags.shape[1] == 4
+    np.testing.assert_array_equal(without_clusters.step_ints, full.step_ints[:, :4])
+    np.testing.assert_array_equal(without_clusters.step_flags, full.step_flags[:, :4])
     for name in registered_estimators():
         cfg = make_credit_config(name)
-        if name in GRAPH_ESTIMATORS:
-            with pytest.raises(ValueError, match=f"{name}: the batch was built without its graph structure"):
-                estimate_advantages(without, cfg)
-        else:
-            np.testing.assert_array_equal(estimate_advantages(without, cfg), estimate_advantages(with_graph, cfg))
+        for batch, lacking, needing in (
+            (without_graph, "graph structure", GRAPH_ESTIMATORS), (without_clusters, "row clusters", CLUSTER_ESTIMATORS),
+        ):
+            if name in needing:
+                with pytest.raises(ValueError, match=f"{name}: the batch was built without its {lacking}"):
+                    estimate_advantages(batch, cfg)
+            else:
+                np.testing.assert_array_equal(estimate_advantages(batch, cfg), estimate_advantages(full, cfg))
     with pytest.raises(ValueError, match="without its graph structure"):
-        milegpo_terms(without, make_credit_config("milegpo"))
+        milegpo_terms(without_graph, make_credit_config("milegpo"))

@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
-from milegpo_jax.credit.graph import first_rows, max_product_potentials, scan_steps
+from milegpo_jax.credit.graph import max_product_potentials, scan_steps
 from milegpo_jax.credit.rollouts import SUCCESS_STATE, Group, Trajectory
-from milegpo_jax.credit.testing import reference
+from milegpo_jax.credit.testing import reference, reference_family
 from milegpo_jax.credit.testing.reference_baselines import build_graph, distances_to
 from milegpo_jax.credit.testing.reference_family import state_sequences, viability_regions
 from milegpo_jax.credit.testing.graph import candidate_distances
@@ -216,14 +216,43 @@ def test_the_hosts_hops_and_regions_are_the_references(groups):
         assert np.all(hops[len(names):] == -1) and np.array_equal(region[len(names):], np.arange(len(names), len(region)))
 
 
-@LEAN_SETTINGS
-@given(codes=st.lists(st.tuples(st.integers(0, 9), st.booleans()), min_size=1, max_size=40))
-def test_first_rows_name_each_code_by_its_first_valid_row_by_table_and_by_sort(codes):
-    values, valid = (np.asarray(column) for column in zip(*codes))
-    size = len(codes)
-    want = [min(j for j in range(size) if valid[j] and values[j] == values[i]) if valid[i] else size for i in range(size)]
-    for bound in (10, 100 * size):  # a table of 10 slots; a bound too large for a table: the sort
-        assert np.asarray(jax.jit(first_rows, static_argnums=2)(values, valid, bound)).tolist() == want
+def _same_partition(ids: list[int], keys: list) -> bool:
+    """Equal ids exactly where the keys are equal."""
+    return len(set(ids)) == len(set(keys)) == len(set(zip(ids, keys)))
+
+
+@PROPERTY_SETTINGS
+@given(groups=family_batches(max_groups=3))
+def test_the_hosts_row_clusters_are_the_references(groups):
+    """``build_batch``'s row clusters (docs/credit.md §10.1) against the keys the plain-Python
+    reference uses: ECPO's (state, action) pairs with every invalid step one action, HGPO's order-2
+    and order-3 history keys, ProGPO's novelty; rows without a key carry K·T."""
+    batch, _ = build_batch(groups, **BUCKETS)
+    K, T = batch.src.shape[1:]
+    for g, group in enumerate(groups):
+        rows = {"state_action": ([], []), "history2": ([], []), "history3": ([], [])}
+        for k, traj in enumerate(group.trajectories):
+            states = [step.state for step in traj.steps]
+            wanted_novelty = reference_family.novelty(traj)
+            for t, step in enumerate(traj.steps):
+                keys = {
+                    "state_action": (step.state, step.action if step.valid else "<invalid>"),
+                    "history2": tuple(states[t - 1 : t + 1]) if t >= 1 else None,
+                    "history3": tuple(states[t - 2 : t + 1]) if t >= 2 else None,
+                }
+                for name, key in keys.items():
+                    value = int(getattr(batch, name)[g, k, t])
+                    if key is None:
+                        assert value == K * T, (name, g, k, t)
+                    else:
+                        assert 0 <= value < K * T
+                        rows[name][0].append(value)
+                        rows[name][1].append(key)
+                if not (traj.succeeded and t == len(traj.steps) - 1):  # there s_{t+1} is the sink: always new
+                    assert bool(batch.first_visit[g, k, t]) == bool(wanted_novelty[t]), (g, k, t)
+            assert np.all(batch.step_ints[g, 4:, k, len(traj.steps):] == K * T) and not batch.first_visit[g, k, len(traj.steps):].any()
+        for name, (ids, keys) in rows.items():
+            assert _same_partition(ids, keys), (name, g)
 
 
 @LEAN_SETTINGS
