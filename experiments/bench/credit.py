@@ -121,7 +121,6 @@ def main(argv: list[str] | None = None) -> dict:
     groups = with_first_visit_milestones(alfworld_like_rollouts(args.groups, args.group_size, args.max_steps, seed=args.seed))
     collected, record_s = as_collected(groups)
     batch, layout = build_batch(collected.credit_columns()[0])
-    # As compute_credit builds it without diagnostics: the structure only for the estimators that read it.
     states = [len(names) - 1 for names in layout.node_names]
     success = np.mean([traj.succeeded for g in groups for traj in g.trajectories])
     steps = sum(len(t.steps) for g in groups for t in g.trajectories)
@@ -140,7 +139,7 @@ def main(argv: list[str] | None = None) -> dict:
     for estimator, stage in CASES:
         cfg = make_credit_config(estimator, stage=stage)
         name = estimator if stage is None else f"{estimator}/{stage}"
-        structure = batch_structure(estimator)
+        structure = batch_structure(estimator)  # as compute_credit builds it without diagnostics
         device_batch = jax.device_put(build_batch(collected.credit_columns()[0], **structure)[0])
         start = time.perf_counter()
         jax.block_until_ready(estimate_advantages(device_batch, cfg))

@@ -28,7 +28,7 @@ class CreditBatch(NamedTuple):
     JAX pytree). Fields of one type and shape share one array, so that a call hands XLA 8 arrays
     rather than 17 (each argument has a fixed cost per call); the properties name their planes. The
     node planes are structure of the graph alone, found on the host (docs/credit.md §10.1).
-    Indexing from the end, so they hold for one group ([4, K, T] planes, as under vmap) as well."""
+    Indexing from the end, so they hold for one group ([P, K, T] planes, as under vmap) as well."""
 
     step_ints: np.ndarray  # int32 [G, 7, K, T]: src, dst, action, edge, state_action, history2, history3
     step_flags: np.ndarray  # bool [G, 5, K, T]: valid, step_mask, milestone, first_use, first_visit

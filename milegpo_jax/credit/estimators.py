@@ -462,7 +462,7 @@ advantages_and_ema = _in_precision(_jit_advantages)
 advantages_and_ema.__doc__ = """([G, K, T] advantages, MVPO's updated success EMA) from ``ema_prev``; the same
 compiled function as ``estimate_advantages`` (the EMA passes through unchanged for other estimators)."""
 milegpo_terms = _in_precision(
-    _jit_milegpo_terms, carries_ema=False, missing=lambda batch, estimator: _missing_structure(batch, "milegpo")
+    _jit_milegpo_terms, carries_ema=False, missing=lambda batch, _: _missing_structure(batch, "milegpo")
 )
 milegpo_terms.__doc__ = """Every MileGPO intermediate, [G, ...] (diagnostics, tests, replay tables)."""
 
