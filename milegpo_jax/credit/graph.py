@@ -147,17 +147,42 @@ def max_product_potentials(
     ``weights`` must be >= 0 and 0 outside the candidate set; unreachable candidates contribute 0.
     Iterates Φ(u) <- max(Φ(u), ω·Φ(v)) over the transitions (u, v) where ``mask`` (the distinct
     edges) until nothing changes.
-    """
-    src, dst, mask = src.ravel(), dst.ravel(), mask.ravel()
 
-    def propagate(state):  # node-major [N, P]: an edge's P values are contiguous for the gather and scatter
+    Under vmap (the estimators map it over groups) every group shares one loop that runs until no
+    group changes: a converged group's extra rounds change nothing (max is idempotent at the
+    fixpoint), so the result is the same bit for bit, and XLA:CPU runs about half the operations
+    per round that vmap's per-group stopping rule costs (docs/credit.md §10).
+    """
+
+    @jax.custom_batching.custom_vmap
+    def potentials(weights, src, dst, mask):
+        return _fixpoint(weights[None], src.reshape(1, -1), dst.reshape(1, -1), mask.reshape(1, -1), omega)[0]
+
+    @potentials.def_vmap
+    def _batched(axis_size, in_batched, weights, src, dst, mask):
+        def batched(x, is_batched):
+            return x if is_batched else jnp.broadcast_to(x, (axis_size, *x.shape))
+
+        weights, src, dst, mask = map(batched, (weights, src, dst, mask), in_batched)
+        flat = lambda x: x.reshape(axis_size, -1)  # noqa: E731
+        return _fixpoint(weights, flat(src), flat(dst), flat(mask), omega), True
+
+    return potentials(weights, src, dst, mask)
+
+
+def _fixpoint(weights: jax.Array, src: jax.Array, dst: jax.Array, mask: jax.Array, omega: float) -> jax.Array:
+    """[B, P, N] potentials of B groups' weights [B, P, N] over their edges [B, E], in one loop."""
+    groups = jnp.arange(src.shape[0])[:, None]
+
+    def propagate(state):  # node-major [B, N, P]: an edge's P values are contiguous for the gather and scatter
         potential, _ = state
-        through_edge = jnp.where(mask[:, None], omega * potential[dst], 0.0)
-        updated = potential.at[src].max(through_edge)
+        through_edge = jnp.where(mask[..., None], omega * potential[groups, dst], 0.0)
+        updated = potential.at[groups, src].max(through_edge)
         return updated, jnp.any(updated != potential)
 
-    potential, _ = lax.while_loop(lambda state: state[1], propagate, (weights.T, jnp.asarray(True)))
-    return potential.T
+    start = jnp.swapaxes(weights, 1, 2)
+    potential, _ = lax.while_loop(lambda state: state[1], propagate, (start, jnp.asarray(True)))
+    return jnp.swapaxes(potential, 1, 2)
 
 
 class Segments:

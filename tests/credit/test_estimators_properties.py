@@ -194,6 +194,26 @@ def test_potentials_equal_the_explicit_candidate_distance_formula(groups, data):
 
 
 @PROPERTY_SETTINGS
+@given(groups=batches_of_groups(max_groups=3), data=st.data())
+def test_potentials_mapped_over_groups_are_each_groups_own_bit_for_bit(groups, data):
+    """The batched rule (one loop for all groups, docs/credit.md §10) against one call per group, with
+    the weights mapped or shared by every group (an unbatched argument)."""
+    batch, _ = build_batch(groups, **BUCKETS)
+    G, N = batch.node_mask.shape
+    omega = data.draw(st.sampled_from([0.2, 0.5, 1.0]))
+    draw = lambda size: np.asarray(data.draw(st.lists(st.floats(0.0, 1.0, width=32), min_size=size, max_size=size)), np.float32)  # noqa: E731
+    weights = np.where(np.asarray(batch.node_mask)[:, None, :], draw(G * 2 * N).reshape(G, 2, N), 0.0).astype(np.float32)
+    src, dst, mask = (jnp.asarray(x) for x in (batch.src, batch.dst, batch.step_mask))
+    one = jax.jit(max_product_potentials, static_argnums=4)
+    mapped = jax.jit(jax.vmap(max_product_potentials, (0, 0, 0, 0, None)), static_argnums=4)
+    own = np.stack([one(weights[g], src[g], dst[g], mask[g], omega) for g in range(G)])
+    np.testing.assert_array_equal(mapped(weights, src, dst, mask, omega), own)
+    shared = jax.jit(jax.vmap(max_product_potentials, (None, 0, 0, 0, None)), static_argnums=4)
+    own = np.stack([one(weights[0], src[g], dst[g], mask[g], omega) for g in range(G)])
+    np.testing.assert_array_equal(shared(weights[0], src, dst, mask, omega), own)
+
+
+@PROPERTY_SETTINGS
 @given(groups=family_batches(max_groups=3))
 def test_the_hosts_hops_and_regions_are_the_references(groups):
     """``build_batch``'s node planes (docs/credit.md §10.1) against the plain-Python reference: hops to
