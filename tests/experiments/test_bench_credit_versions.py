@@ -41,5 +41,14 @@ def test_a_checkout_against_itself_and_against_a_changed_copy(tmp_path):
     differ = _run(changed)
     assert differ.returncode != 0 and "grpo: the advantages differ on seed 0" in differ.stderr
 
+    # One whose GRPO rounds differently (+1e-6): refused as it is, timed within --atol, the gap reported.
+    estimators.write_text(text.replace('"advantage": adv_episode}', '"advantage": adv_episode + 1e-6}'))
+    assert "the advantages differ on seed 0" in _run(changed).stderr
+    nudged = _run(changed, "--atol", "1e-5")
+    assert nudged.returncode == 0, nudged.stderr[-3000:]
+    figures = json.loads(nudged.stdout.strip().splitlines()[-1])
+    assert figures["same_advantages"] is False and figures["atol"] == 1e-5
+    assert 5e-7 < figures["per_estimator"]["grpo"]["max_difference"] <= 1e-5
+
     missing = _run(tmp_path / "nowhere")
     assert missing.returncode == 2 and "no experiments/bench/credit.py there" in missing.stderr
