@@ -49,6 +49,10 @@ def test_a_checkout_against_itself_and_against_a_changed_copy(tmp_path):
     figures = json.loads(nudged.stdout.strip().splitlines()[-1])
     assert figures["same_advantages"] is False and figures["atol"] == 1e-5
     assert 5e-7 < figures["per_estimator"]["grpo"]["max_difference"] <= 1e-5
+    # NaN advantages are never within a tolerance.
+    estimators.write_text(text.replace('"advantage": adv_episode}', '"advantage": adv_episode * jnp.nan}'))
+    nan = _run(changed, "--atol", "1")
+    assert nan.returncode != 0 and "the advantages differ on seed 0 (max nan, --atol 1.0)" in nan.stderr
 
     missing = _run(tmp_path / "nowhere")
     assert missing.returncode == 2 and "no experiments/bench/credit.py there" in missing.stderr
