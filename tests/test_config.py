@@ -282,8 +282,9 @@ def test_choices_match_what_the_loss_implements():
 PINNED_HASHES = {
     "alfworld.py": "288ec190055fe93b",
     "base.py": "a679d59481edae61",
-    # sft.epochs 10 -> 15 (was e8bde94a870a8ad9), then sampling.eval_temperature 0.4 -> 1.0 (was 55d586957acb1dda)
-    "demo.py": "f11b993341dd7bf5",
+    # sft.epochs 10 -> 15 (was e8bde94a870a8ad9), then sampling.eval_temperature 0.4 -> 1.0 (was 55d586957acb1dda),
+    # then optim.learning_rate 1e-3 -> 3e-4 (was f11b993341dd7bf5)
+    "demo.py": "209640ceb45ba4f7",
     "webshop.py": "1c842d95882e1038",
     "twx.py:twc": "eddf22dfa89fbcc5",
     "twx.py:cookingworld": "5a036c837d84b2d0",
