@@ -11,15 +11,16 @@ room to wander. 8 groups x 8 rollouts per iteration; responses of at most 24 tok
 and an action). The learning rate suits a small model freshly warm-started, not a 1.5B one.
 
 Measured on 2026-12-03 on a 2-core AMD EPYC VM (AVX2): held-out success on 128 dev seeds at T=1.0
-(the sampling temperature; see ``eval_temperature`` below), warm start ->
-iteration 10 -> iteration 20: seed 0 0.523 -> 0.664 -> 0.734 (+0.211), seed 1 0.477 -> 0.555 ->
-0.711 (+0.234). The learning rate was 1e-3 until then: on an earlier machine that gave seed 0 +0.219
-and seed 1 +0.250, but on this one that commit (21b0a6e) and the current code, from the same warm
-start, both collapsed seed 0 to 0.336 (-0.188), with identical metrics iteration by iteration. Most
-likely XLA:CPU rounds differently for this instruction set; at 1e-3 the first update moved the
-policy by a KL of 0.71 nats per token (0.09 at 3e-4), so the run's fate hung on the rounding. Figures are per machine: the same seed elsewhere gives close, not equal, numbers
-(docs/reproducibility.md, Limits). The earlier figures at T=0.4 (seed 0 0.633 -> 0.688, seed 1
-0.641 -> 0.664 after 30 iterations) measured the near-greedy policy, which RL at T=1.0 barely moves.
+(the sampling temperature; see ``eval_temperature`` below), warm start -> iteration 10 ->
+iteration 20: seed 0 0.523 -> 0.664 -> 0.734 (+0.211), seed 1 0.477 -> 0.555 -> 0.711 (+0.234).
+The learning rate was 1e-3 until then: on an earlier machine that gave seed 0 +0.219 and seed 1
++0.250, but on this one that commit (21b0a6e) and the current code, from the same warm start, both
+collapsed seed 0 to 0.336 (-0.188), with identical metrics iteration by iteration. Most likely
+XLA:CPU rounds differently for this instruction set; at 1e-3 the first update moved the policy by a
+KL of 0.71 nats per token (0.09 at 3e-4), so the run's fate hung on the rounding. Figures are per
+machine: the same seed elsewhere gives close, not equal, numbers (docs/reproducibility.md, Limits).
+The earlier figures at T=0.4 (seed 0 0.633 -> 0.688, seed 1 0.641 -> 0.664 after 30 iterations)
+measured the near-greedy policy, which RL at T=1.0 barely moves.
 """
 
 import ml_collections
