@@ -49,6 +49,8 @@ class SamplingConfig:
     * ``prefill_chunk_tokens``: the prompt is prefilled in chunks of about this many tokens over the
       whole batch (a chunk's attention scores are ``[batch, heads, chunk, cache]``, which bounds
       memory; on CPU small chunks are also faster). A speed/memory knob: results do not depend on it.
+    * ``prefix_sharing``: prefill the batch's common prefix and each repeated prompt once
+      (``milegpo_jax.sampling.prefix``); the same tokens and log-probabilities up to float rounding.
 
     Temperature and top-p are runtime values (changing them does not recompile); greedy vs sampling,
     top-k and whether top-p is on are compile-time switches.
@@ -62,6 +64,7 @@ class SamplingConfig:
     stop_sequences: tuple[tuple[int, ...], ...] = ()
     max_cache_len: int | None = None
     prefill_chunk_tokens: int = 2048
+    prefix_sharing: bool = False
 
     def __post_init__(self):
         if not _is_int(self.max_new_tokens) or self.max_new_tokens <= 0:
@@ -78,6 +81,8 @@ class SamplingConfig:
             raise SamplingError(f"max_cache_len must be a positive int or None, got {self.max_cache_len!r}")
         if not _is_int(self.prefill_chunk_tokens) or self.prefill_chunk_tokens <= 0:
             raise SamplingError(f"prefill_chunk_tokens must be a positive int, got {self.prefill_chunk_tokens!r}")
+        if not isinstance(self.prefix_sharing, bool):
+            raise SamplingError(f"prefix_sharing must be a bool, got {self.prefix_sharing!r}")
         if isinstance(self.eos_ids, int):
             raise SamplingError(f"eos_ids must be a sequence of token ids, got the int {self.eos_ids}")
         stops = tuple(_token_tuple(seq, "a stop sequence") for seq in self.stop_sequences)

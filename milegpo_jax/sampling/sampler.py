@@ -20,6 +20,11 @@ How a call runs:
    that feeds each row's newest token, chooses the next one and records it, until every row has
    finished (EOS id, stop sequence, its own token limit) or the budget is spent.
 
+With ``config.prefix_sharing`` step 2 is ``prefill_shared``: the batch's common prefix and each
+repeated prompt are prefilled once and their cache copied to the rows that share them
+(``milegpo_jax.sampling.prefix``). The call's result says how many positions the prefill ran and how
+long prefill and decode took (the trainer logs them as ``time/prefill_s``, ``time/decode_s``).
+
 Under a mesh (a model re-laid out with ``parallel.shard_model(model, mesh, "sample")``) the batch is
 placed over the ``data``/``fsdp`` axes and the model shards heads over ``tensor``; the same code runs
 on one device. Sampling uses ``fold_in(key, step)`` per decode step, so results depend only on the
@@ -30,6 +35,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 from collections.abc import Sequence
 
 import flax.struct
@@ -38,10 +44,11 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.qwen2 import KVCache, Qwen2
+from milegpo_jax.models.qwen2 import CACHE_AXES, KVCache, Qwen2
 from milegpo_jax.parallel import LogicalSharding, constrain
 from milegpo_jax.sampling.config import SamplingConfig, SamplingError
 from milegpo_jax.sampling.logits import choose_tokens
+from milegpo_jax.sampling.prefix import left_padded, share_prefixes
 from milegpo_jax.sampling.plan import (  # noqa: F401 - MIN_PROMPT_BUCKET.. stay importable from here
     MIN_PROMPT_BUCKET,
     Switches,
@@ -88,6 +95,11 @@ class GenerationBatch:
     sampling_logprobs: np.ndarray  # [B, N] float32
     lengths: np.ndarray  # [B] int32
     finish_reasons: tuple[str, ...]  # [B]
+    # where the call's time went: token positions the prefill ran (padding included; fewer than
+    # rows x prompt bucket with prefix sharing), and the seconds of prefill and decode
+    prefill_positions: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
 
     def __len__(self) -> int:
         return len(self.finish_reasons)
@@ -190,29 +202,32 @@ def _record_next_token(state: DecodeState, logits: jax.Array, controls: Controls
     )
 
 
-@functools.partial(jax.jit, static_argnames=("graphdef", "switches"))
-def prefill(params, prompt_ids, prompt_mask, controls: Controls, *, graphdef, switches: Switches):
-    model = nnx.merge(graphdef, params)
-    batch, bucket = prompt_ids.shape
-    cache = model.init_cache(batch, bucket + switches.budget)
+def _prefill_rows(model: Qwen2, cache: KVCache, ids, mask, chunk: int):
+    """``ids [B, L]`` through the model into ``cache``, ``chunk`` positions per step (a ``lax.scan``:
+    scores are [batch, heads, chunk, cache slots], not the prompt's square); returns the advanced cache
+    and each row's hidden state at its last position ``[B, hidden]``."""
+    batch, length = ids.shape
 
-    def prefill_chunk(cache, chunk):
-        ids, mask = chunk
+    def prefill_chunk(cache, chunk_arrays):
+        ids, mask = chunk_arrays
         hidden, cache = model.hidden_states(ids, attention_mask=mask, cache=cache)
         return cache, hidden[:, -1]
 
-    # Chunk by chunk through the cache: scores are [batch, heads, chunk, cache slots], not the prompt's square.
-    size = switches.prefill_chunk
-    whole = bucket // size * size
+    whole = length // chunk * chunk
 
-    def chunked(x):  # [B, whole] -> [chunks, B, size]
-        return x[:, :whole].reshape(batch, whole // size, size).swapaxes(0, 1)
+    def chunked(x):  # [B, whole] -> [chunks, B, chunk]
+        return x[:, :whole].reshape(batch, whole // chunk, chunk).swapaxes(0, 1)
 
-    cache, last_hidden = jax.lax.scan(prefill_chunk, cache, (chunked(prompt_ids), chunked(prompt_mask)))
+    cache, last_hidden = jax.lax.scan(prefill_chunk, cache, (chunked(ids), chunked(mask)))
     last_hidden = last_hidden[-1]
-    if whole < bucket:  # a bucket capped by max_cache_len need not be a multiple of the chunk
-        cache, last_hidden = prefill_chunk(cache, (prompt_ids[:, whole:], prompt_mask[:, whole:]))
-    logits = model.logits(last_hidden[:, None])[:, 0]  # prompts are left-padded: the last slot is real
+    if whole < length:  # a bucket capped by max_cache_len need not be a multiple of the chunk
+        cache, last_hidden = prefill_chunk(cache, (ids[:, whole:], mask[:, whole:]))
+    return cache, last_hidden
+
+
+def _first_state(model: Qwen2, cache: KVCache, logits, controls: Controls, switches: Switches) -> DecodeState:
+    """The decode state after a prefill: the first token chosen from ``logits [B, V]``."""
+    batch = logits.shape[0]
     outputs = jnp.zeros((batch, switches.budget), jnp.float32)
     state = DecodeState(
         cache=cache,
@@ -226,6 +241,42 @@ def prefill(params, prompt_ids, prompt_mask, controls: Controls, *, graphdef, sw
         step=jnp.zeros((), jnp.int32),
     )
     return _placed(_record_next_token(state, logits, controls, switches), model.sharding)
+
+
+def _take_rows(cache: KVCache, rows: jax.Array, sharding: LogicalSharding | None) -> KVCache:
+    """The cache of rows ``rows`` (a gather: each output row copies the given input row)."""
+    return KVCache(
+        keys=constrain(cache.keys[:, rows], CACHE_AXES, sharding),
+        values=constrain(cache.values[:, rows], CACHE_AXES, sharding),
+        segment_ids=constrain(cache.segment_ids[rows], ("batch", "cache_seq"), sharding),
+        index=cache.index,
+    )
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "switches"))
+def prefill(params, prompt_ids, prompt_mask, controls: Controls, *, graphdef, switches: Switches):
+    model = nnx.merge(graphdef, params)
+    batch, bucket = prompt_ids.shape
+    cache = model.init_cache(batch, bucket + switches.budget)
+    cache, last_hidden = _prefill_rows(model, cache, prompt_ids, prompt_mask, switches.prefill_chunk)
+    logits = model.logits(last_hidden[:, None])[:, 0]  # prompts are left-padded: the last slot is real
+    return _first_state(model, cache, logits, controls, switches)
+
+
+@functools.partial(jax.jit, static_argnames=("graphdef", "switches", "prefix_chunk"))
+def prefill_shared(params, prefix_ids, prefix_mask, suffix_ids, suffix_mask, row_suffix, controls: Controls, *,
+                   graphdef, switches: Switches, prefix_chunk: int):
+    """``prefill`` with the batch's common prefix and repeated prompts computed once
+    (``milegpo_jax.sampling.prefix``): the prefix as one row, its cache copied to every distinct
+    suffix, the suffixes prefilled, then every batch row takes its suffix's cache and logits."""
+    model = nnx.merge(graphdef, params)
+    cache = model.init_cache(1, prefix_ids.shape[1] + suffix_ids.shape[1] + switches.budget)
+    if prefix_ids.shape[1]:
+        cache, _ = _prefill_rows(model, cache, prefix_ids, prefix_mask, prefix_chunk)
+    cache = _take_rows(cache, jnp.zeros(suffix_ids.shape[0], jnp.int32), model.sharding)
+    cache, last_hidden = _prefill_rows(model, cache, suffix_ids, suffix_mask, switches.prefill_chunk)
+    logits = model.logits(last_hidden[:, None])[:, 0]
+    return _first_state(model, _take_rows(cache, row_suffix, model.sharding), logits[row_suffix], controls, switches)
 
 
 @functools.partial(jax.jit, static_argnames=("graphdef", "switches"), donate_argnames=("state",))
@@ -307,17 +358,6 @@ def _as_key(key, config: SamplingConfig) -> jax.Array:
     return key
 
 
-def _left_padded(prompts: list[np.ndarray], batch: int, length: int) -> tuple[np.ndarray, np.ndarray]:
-    ids = np.zeros((batch, length), np.int32)
-    mask = np.zeros((batch, length), np.int32)
-    for row, prompt in enumerate(prompts):
-        ids[row, length - prompt.size :] = prompt
-        mask[row, length - prompt.size :] = 1
-    # Batch padding rows get one real token so every row's attention is well defined.
-    mask[len(prompts) :, -1] = 1
-    return ids, mask
-
-
 def _put(value, sharding: LogicalSharding | None, axes):
     """Host array -> device, laid out by logical axes under a mesh (a transfer, never a compile)."""
     return jax.device_put(value, None if sharding is None else sharding.named(axes, np.shape(value)))
@@ -355,7 +395,7 @@ def generate(
 
     plan = plan_generation(len(prompts), longest, config, cache_limit)
     batch, bucket, switches = plan.batch, plan.bucket, plan.switches
-    ids, mask = _left_padded(prompts, batch, bucket)
+    ids, mask = left_padded(prompts, batch, bucket)
     padded_budgets = np.zeros(batch, np.int32)
     padded_budgets[: len(prompts)] = row_budgets
     sharding = model.sharding
@@ -368,12 +408,30 @@ def generate(
         key=key if sharding is None else jax.device_put(key, sharding.named(())),
     )
     graphdef, params = nnx.split(model)
-    state = prefill(
-        params, _put(ids, sharding, ("batch", "seq")), _put(mask, sharding, ("batch", "seq")), controls,
-        graphdef=graphdef, switches=switches,
-    )
+    started = time.perf_counter()
+    shared = None
+    if config.prefix_sharing:
+        shared = share_prefixes(prompts, batch, bucket, budget, cache_limit, config.prefill_chunk_tokens)
+    if shared is None:
+        positions = ids.size
+        state = prefill(
+            params, _put(ids, sharding, ("batch", "seq")), _put(mask, sharding, ("batch", "seq")), controls,
+            graphdef=graphdef, switches=switches,
+        )
+    else:
+        positions = shared.positions_computed
+        state = prefill_shared(
+            params, _put(shared.prefix_ids, sharding, (None, "seq")), _put(shared.prefix_mask, sharding, (None, "seq")),
+            _put(shared.suffix_ids, sharding, ("batch", "seq")), _put(shared.suffix_mask, sharding, ("batch", "seq")),
+            _put(shared.row_suffix, sharding, ("batch",)), controls, graphdef=graphdef,
+            switches=dataclasses.replace(switches, prefill_chunk=shared.suffix_chunk), prefix_chunk=shared.prefix_chunk,
+        )
+    jax.block_until_ready(state.newest)  # the split of the call's time (prefill / decode) is logged
+    prefilled = time.perf_counter()
     state = decode(params, state, controls, graphdef=graphdef, switches=switches)
-    return _to_generation_batch(state, len(prompts))
+    result = _to_generation_batch(state, len(prompts))
+    return dataclasses.replace(result, prefill_positions=int(positions), prefill_s=prefilled - started,
+                               decode_s=time.perf_counter() - prefilled)
 
 
 def _to_generation_batch(state: DecodeState, rows: int) -> GenerationBatch:

@@ -110,3 +110,20 @@ def test_host_local_copy_samples_like_the_single_device_model(checkpoint):
     for config, key in [(SamplingConfig(max_new_tokens=BUDGET, temperature=0.0), None),
                         (SamplingConfig(max_new_tokens=BUDGET, temperature=0.9, top_k=40), 5)]:
         _assert_same(generate(copy, prompts, config, key=key), generate(plain, prompts, config, key=key))
+
+
+def test_prefix_sharing_under_the_mesh_equals_a_full_single_device_prefill(models):
+    """Group prefix sharing on data 2 x fsdp 2 x tensor 2: the prefix row and the suffix rows placed
+    over the mesh, the cache gathered to every row; the same tokens as the plain single-device run."""
+    from tests.sampling.test_prefix_sharing import rollout_like_prompts
+
+    plain, sampler, _ = models
+    prompts = rollout_like_prompts()
+    for config, key in [(SamplingConfig(max_new_tokens=BUDGET, temperature=0.0), None),
+                        (SamplingConfig(max_new_tokens=BUDGET, temperature=0.9, top_k=40), 5)]:
+        want = generate(plain, prompts, config, key=key)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # donated decode state: the shared prefill must lay it out the same
+            got = generate(sampler, prompts, config.replace(prefix_sharing=True), key=key)
+        _assert_same(got, want)
+        assert got.prefill_positions < want.prefill_positions
