@@ -205,9 +205,13 @@ class OptimSection:
     warmup_steps: int = 0  # optimizer updates of linear warmup from 0
     decay_steps: int = 0  # cosine/linear: updates from the end of warmup to the end of decay
     end_lr_ratio: float = 0.0  # cosine/linear: final learning rate / learning_rate
+    # RL updates train only the top N decoder layers and the final norm (embedding and a tied LM head
+    # frozen; no backward pass below them: docs/training.md §2); 0: every weight
+    trainable_layers: int = 0
 
     def __post_init__(self):
         positive("optim.learning_rate", self.learning_rate)
+        non_negative("optim.trainable_layers", self.trainable_layers)
         non_negative("optim.weight_decay", self.weight_decay)
         non_negative("optim.grad_clip_norm", self.grad_clip_norm)
         for name in ("adam_b1", "adam_b2"):

@@ -441,8 +441,13 @@ class Qwen2(nnx.Module):
         positions: jax.Array | None = None,
         attention_mask: jax.Array | None = None,
         cache: KVCache | None = None,
+        frozen_layers: int = 0,
     ) -> tuple[jax.Array, KVCache | None]:
-        """Final-norm hidden states ``[B, T, hidden]`` (compute dtype) and the advanced cache."""
+        """Final-norm hidden states ``[B, T, hidden]`` (compute dtype) and the advanced cache.
+
+        ``frozen_layers``: no gradient flows into the embedding and the first this many decoder
+        layers (their output is ``stop_gradient``-ed), so a backward pass stops there
+        (``optim.trainable_layers``, docs/training.md §2)."""
         cfg, sh = self.config, self.sharding
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [batch, time], got shape {input_ids.shape}")
@@ -485,7 +490,9 @@ class Qwen2(nnx.Module):
         x = jnp.take(self.embedding[...], input_ids, axis=0).astype(cfg.compute_dtype)
         x = constrain(x, ("batch", "seq", "act_embed"), sh)
         cos, sin = _rope_tables(positions, rope_inverse_frequencies(cfg))
-        x, kv = self._decoder_stack(x, cos, sin, mask, kv, cache_index)
+        if not 0 <= frozen_layers <= cfg.num_layers:
+            raise ValueError(f"frozen_layers={frozen_layers}: the model has {cfg.num_layers} layers")
+        x, kv = self._decoder_stack(x, cos, sin, mask, kv, cache_index, frozen_layers)
         hidden = self.final_norm(x)
 
         if cache is not None:
@@ -498,7 +505,7 @@ class Qwen2(nnx.Module):
             )
         return hidden, cache
 
-    def _decoder_stack(self, x, cos, sin, mask, kv, cache_index):
+    def _decoder_stack(self, x, cos, sin, mask, kv, cache_index, frozen_layers: int = 0):
         cfg, sh = self.config, self.sharding
         policy = _REMAT.get(cfg.remat)
 
@@ -516,7 +523,15 @@ class Qwen2(nnx.Module):
 
             if cfg.remat != "none":
                 body = jax.checkpoint(body, policy=policy)
-            (x, kv), _ = jax.lax.scan(body, (x, kv), (params, jnp.arange(cfg.num_layers)))
+            # frozen layers: a scan of their own whose output takes no gradient
+            spans = [(0, frozen_layers), (frozen_layers, cfg.num_layers)] if frozen_layers else [(0, cfg.num_layers)]
+            for begin, end in spans:
+                if begin == end:
+                    continue
+                part = jax.tree.map(lambda a, b=begin, e=end: a[b:e], params)
+                (x, kv), _ = jax.lax.scan(body, (x, kv), (part, jnp.arange(begin, end)))
+                if end == frozen_layers:
+                    x = jax.lax.stop_gradient(x)
             return x, kv
 
         for layer_index, layer in enumerate(self.layers):
@@ -528,6 +543,8 @@ class Qwen2(nnx.Module):
                     lambda p, x, kv, g=graphdef, i=layer_index: run(p, g, x, kv, i), policy=policy
                 )
                 x, kv = step(params, x, kv)
+            if layer_index + 1 == frozen_layers:
+                x = jax.lax.stop_gradient(x)
         return x, kv
 
     def output_projection(self) -> tuple[jax.Array, bool]:

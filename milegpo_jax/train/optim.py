@@ -7,6 +7,8 @@ The learning rate counts optimizer updates (one per PPO mini-batch): an optional
 
 from __future__ import annotations
 
+import jax
+import jax.numpy as jnp
 import optax
 
 from milegpo_jax.config import OptimSection
@@ -29,8 +31,47 @@ def learning_rate_schedule(optim: OptimSection) -> optax.Schedule:
     return optax.join_schedules([warmup, after_warmup], boundaries=[optim.warmup_steps])
 
 
+def _path_keys(path) -> list:
+    return [getattr(entry, "key", getattr(entry, "name", getattr(entry, "idx", None))) for entry in path]
+
+
+def trainable_scale(params, trainable_layers: int):
+    """A pytree like ``params`` (an NNX state) of 1.0 where a weight trains and 0.0 where it is frozen:
+    with ``trainable_layers`` N > 0 only the top N decoder layers and the final norm train (the
+    embedding, and so a tied LM head, is frozen). Stacked (scanned) layers get a ``[layers, 1, ...]``
+    scale. 0: everything trains."""
+    leaves = jax.tree_util.tree_leaves_with_path(params)
+    listed = [keys[1] for keys in map(_path_keys, (p for p, _ in leaves)) if keys[0] == "layers" and isinstance(keys[1], int)]
+
+    def scale(path, leaf):
+        keys = _path_keys(path)
+        if trainable_layers == 0 or keys[0] == "final_norm":
+            return jnp.ones((), leaf.dtype)
+        if keys[0] != "layers":
+            return jnp.zeros((), leaf.dtype)
+        if isinstance(keys[1], int):  # one module per layer
+            return jnp.asarray(keys[1] >= max(listed) + 1 - trainable_layers, leaf.dtype)
+        layers = leaf.shape[0]  # stacked: the leading axis is the layer
+        per_layer = jnp.arange(layers) >= layers - trainable_layers
+        return per_layer.astype(leaf.dtype).reshape((layers,) + (1,) * (leaf.ndim - 1))
+
+    return jax.tree_util.tree_map_with_path(scale, params)
+
+
+def keep_trainable(trainable_layers: int) -> optax.GradientTransformation:
+    """Zeroes the updates of frozen weights (``trainable_scale``), so neither AdamW's step nor its
+    weight decay moves them."""
+
+    def update(updates, state, params=None):
+        del params
+        return jax.tree.map(jnp.multiply, updates, trainable_scale(updates, trainable_layers)), state
+
+    return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
+
+
 def make_optimizer(optim: OptimSection) -> optax.GradientTransformation:
-    """``clip_by_global_norm(grad_clip_norm)`` (skipped when 0) then AdamW with the schedule."""
+    """``clip_by_global_norm(grad_clip_norm)`` (skipped when 0) then AdamW with the schedule; with
+    ``trainable_layers`` > 0 the frozen weights' updates are zeroed last."""
     adamw = optax.adamw(
         learning_rate_schedule(optim),
         b1=optim.adam_b1,
@@ -38,6 +79,8 @@ def make_optimizer(optim: OptimSection) -> optax.GradientTransformation:
         eps=optim.adam_eps,
         weight_decay=optim.weight_decay,
     )
-    if optim.grad_clip_norm > 0:
-        return optax.chain(optax.clip_by_global_norm(optim.grad_clip_norm), adamw)
-    return optax.chain(adamw)
+    parts = [optax.clip_by_global_norm(optim.grad_clip_norm)] if optim.grad_clip_norm > 0 else []
+    parts.append(adamw)
+    if optim.trainable_layers:
+        parts.append(keep_trainable(optim.trainable_layers))
+    return optax.chain(*parts)

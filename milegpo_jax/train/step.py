@@ -53,6 +53,7 @@ class PPOLoss:
 
     config: PPOLossConfig
     chunk_size: int | None = None  # LM-head positions per chunk (None: all at once)
+    trainable_layers: int = 0  # > 0: gradients only for the top layers (optim.trainable_layers)
     weight_key = "response_mask"
     keys = ("inputs", "targets", "attention_mask", "response_mask", "old_logprobs", "ref_logprobs", "advantages")
     sum_metrics = METRIC_KEYS
@@ -60,8 +61,11 @@ class PPOLoss:
     max_metrics = ("ratio_max",)
 
     def __call__(self, model, batch, token_count):
-        hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"])
+        frozen = model.config.num_layers - self.trainable_layers if self.trainable_layers else 0
+        hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"], frozen_layers=frozen)
         weight, tied = model.output_projection()
+        if self.trainable_layers:  # the LM head (a tied embedding) is frozen with the lower layers
+            weight = jax.lax.stop_gradient(weight)
         logprobs, entropy = logprobs_from_hidden(hidden, weight, batch["targets"], tied=tied,
                                                  chunk_size=self.chunk_size, with_entropy=True)
         return ppo_loss(logprobs, batch["old_logprobs"], batch["ref_logprobs"], entropy, batch["advantages"],
@@ -130,7 +134,8 @@ def build_train_step(config, graphdef, runtime=None) -> TrainStep:
     from milegpo_jax.models.runtime import RuntimeOptions
 
     runtime = runtime or RuntimeOptions.from_config(config)
-    return TrainStep(graphdef, make_optimizer(config.optim), PPOLoss(_loss_config(config.ppo), runtime.chunk_size))
+    loss = PPOLoss(_loss_config(config.ppo), runtime.chunk_size, config.optim.trainable_layers)
+    return TrainStep(graphdef, make_optimizer(config.optim), loss)
 
 
 def _loss_config(ppo) -> PPOLossConfig:
