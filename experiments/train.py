@@ -33,8 +33,8 @@ def build_config(config_path: str, overrides: list[str]) -> TrainConfig:
 
 
 def run_trainer(config: TrainConfig, workdir) -> dict:
-    """``Trainer(config, workdir).run()``; a work directory that cannot be written exits 2 and a
-    checkpoint that cannot be saved (disk full) exits 1, each with one line."""
+    """``Trainer(config, workdir).run()``; a work directory that cannot be written or a config the
+    policy refuses exits 2 and a checkpoint that cannot be saved (disk full) exits 1, each with one line."""
     from milegpo_jax.train.checkpoint import CheckpointWriteError
     from milegpo_jax.train.trainer import Trainer, WorkdirError
 
@@ -46,6 +46,9 @@ def run_trainer(config: TrainConfig, workdir) -> dict:
     except CheckpointWriteError as error:  # the run stops at the failing save
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
+    except ConfigError as error:  # a value only the loaded policy can check (optim.trainable_layers)
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> dict:

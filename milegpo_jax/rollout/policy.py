@@ -3,7 +3,10 @@ log-probs and text."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
+
+import numpy as np
 
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.rollout.collector import PolicyResponse
@@ -12,25 +15,56 @@ from milegpo_jax.sampling import SamplingConfig, generate_text
 STOP_STRINGS = ("</action>",)  # nothing after the action matters to the environment
 
 
+@dataclasses.dataclass
+class SamplerUsage:
+    """What the sampler spent since the last ``reset`` (the trainer logs it per iteration as time/*)."""
+
+    calls: int = 0
+    prefill_s: float = 0.0
+    decode_s: float = 0.0
+    prompt_tokens: int = 0  # real prompt tokens of every row
+    prefill_positions: int = 0  # positions the prefill ran (padding included, shared prefixes once)
+    generated_tokens: int = 0
+
+    def add(self, generation, completions) -> None:
+        self.calls += 1
+        self.prefill_s += generation.prefill_s
+        self.decode_s += generation.decode_s
+        self.prefill_positions += generation.prefill_positions
+        self.prompt_tokens += sum(len(c.prompt_ids) for c in completions)
+        self.generated_tokens += int(np.sum(generation.lengths))
+
+    def reset(self) -> SamplerUsage:
+        """The usage so far, and start counting anew."""
+        usage = dataclasses.replace(self)
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, field.default)
+        return usage
+
+
 class SamplerPolicy:
     """Wraps ``generate_text`` for the collector; prompts are single user messages (docs/environments.md §6.1)."""
 
     def __init__(self, model: Qwen2, tokenizer, *, max_new_tokens: int, top_p: float = 1.0, top_k: int = 0,
-                 max_cache_len: int | None = None):
+                 max_cache_len: int | None = None, prefix_sharing: bool = False):
         self.model = model
         self.tokenizer = tokenizer
         self.max_new_tokens = max_new_tokens
         self.top_p = top_p
         self.top_k = top_k
         self.max_cache_len = max_cache_len
+        self.prefix_sharing = prefix_sharing
+        self.usage = SamplerUsage()
 
     def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[PolicyResponse]:
         config = SamplingConfig(
             max_new_tokens=self.max_new_tokens, temperature=temperature, top_p=self.top_p, top_k=self.top_k,
-            max_cache_len=self.max_cache_len,
+            max_cache_len=self.max_cache_len, prefix_sharing=self.prefix_sharing,
         )
         messages = [[{"role": "user", "content": prompt}] for prompt in prompts]
-        completions = generate_text(self.model, self.tokenizer, messages, config, key=seed, stop_strings=STOP_STRINGS)
+        completions, generation = generate_text(self.model, self.tokenizer, messages, config, key=seed,
+                                                stop_strings=STOP_STRINGS, with_generation=True)
+        self.usage.add(generation, completions)
         return [
             PolicyResponse(
                 prompt_ids=tuple(int(i) for i in completion.prompt_ids),

@@ -29,7 +29,7 @@ import numpy as np
 
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.sampling.config import SamplingConfig, SamplingError
-from milegpo_jax.sampling.sampler import generate
+from milegpo_jax.sampling.sampler import GenerationBatch, generate
 
 Messages = Sequence[Mapping[str, str]]
 
@@ -112,8 +112,11 @@ def generate_text(
     key: jax.Array | int | None = None,
     stop_strings: Sequence[str] = (),
     max_new_tokens: Sequence[int] | None = None,
-) -> list[TextCompletion]:
+    with_generation: bool = False,
+) -> list[TextCompletion] | tuple[list[TextCompletion], GenerationBatch]:
     """Complete each prompt (chat messages or a templated string) and decode; see the module docstring.
+
+    ``with_generation``: also return ``generate``'s ``GenerationBatch`` (its prefill/decode figures).
 
     ``config.eos_ids`` empty means: stop on the tokenizer's and the model config's EOS ids. Stop strings
     are added to ``config.stop_sequences`` as token sequences and checked on the text afterwards.
@@ -150,4 +153,4 @@ def generate_text(
                 text=decode(row.token_ids[: keep - 1] if finish_reason == "eos" else row.token_ids[:keep]),
             )
         )
-    return completions
+    return (completions, generation) if with_generation else completions

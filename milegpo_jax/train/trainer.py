@@ -31,7 +31,7 @@ from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
 from envs_bridge.specs import env_spec
 from milegpo_jax import multihost
-from milegpo_jax.config import TrainConfig, config_hash, config_identity
+from milegpo_jax.config import ConfigError, TrainConfig, config_hash, config_identity
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.models import load_pretrained
 from milegpo_jax.models.runtime import RuntimeOptions
@@ -103,6 +103,9 @@ class Trainer:
         # One device: no mesh at all (the plain single-device path, bit for bit what it always was).
         self.mesh = make_mesh(config.mesh) if jax.device_count() > 1 else None
         model, self.tokenizer = self._warm_started_policy()
+        if config.optim.trainable_layers > model.config.num_layers:
+            raise ConfigError(f"optim.trainable_layers={config.optim.trainable_layers}: the policy has "
+                              f"{model.config.num_layers} decoder layers")
         self.reference = self._reference_policy()
         # The trainer holds the policy as (graphdef, params, opt_state); the jitted step donates the
         # last two and returns their successors (docs/training.md §2).
@@ -120,6 +123,7 @@ class Trainer:
             self.model, self.tokenizer, max_new_tokens=config.sampling.max_new_tokens,
             top_p=config.sampling.top_p, top_k=config.sampling.top_k,
             max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
+            prefix_sharing=config.sampling.prefix_sharing,
         )
         evaluation = max(dict(config.env.eval_tasks_per_split).values(), default=0)
         self.pool = EnvPool(
@@ -205,7 +209,8 @@ class Trainer:
 
     def evaluate(self, iteration: int) -> dict[str, float]:
         """Every configured eval split, one rollout per task at T = eval_temperature, averaged over the
-        eval seeds: success rate, the env's score (WebShop's attribute-match score) and, where the env
+        eval seeds: success rate, the env's score (WebShop's attribute-match score), the share of
+        well-formed responses and, where the env
         reports task types (ALFWorld), the success rate of each type. A count of 0 means every task of
         the split, played in passes of at most the pool's size."""
         results = {}
@@ -222,7 +227,8 @@ class Trainer:
                     for chunk in [tasks[start : start + per_pass]]
                 ])
                 metrics = batch.metrics()
-                figures = {"success_rate": metrics["success_rate"], "score": metrics["score"]}
+                figures = {"success_rate": metrics["success_rate"], "score": metrics["score"],
+                           "well_formed_rate": 1.0 - metrics["invalid_action_rate"]}
                 figures.update({f"success_rate/{t}": v for t, v in batch.success_by_task_type().items()})
                 per_seed.append(figures)
             for key in sorted({key for figures in per_seed for key in figures}):
@@ -239,8 +245,20 @@ class Trainer:
             cfg.env.train_split, self.pool.num_tasks(cfg.env.train_split), cfg.env.groups_per_iteration,
             cfg.env.group_size, seed=_seed(cfg.run.seed, iteration),
         )
+        self.policy.usage.reset()
         batch = self.rollout(plan, cfg.sampling.temperature, _seed(cfg.run.seed, iteration, 1))
         timings["time/generation_s"] = time.perf_counter() - start
+        # where the rollout's time went (docs/training.md §4): the sampler's prefill and decode, and
+        # the rest (env servers, prompts, tokenizing, detokenizing)
+        usage = self.policy.usage.reset()
+        timings["time/prefill_s"] = usage.prefill_s
+        timings["time/decode_s"] = usage.decode_s
+        timings["time/env_and_host_s"] = timings["time/generation_s"] - usage.prefill_s - usage.decode_s
+        sampler_figures = {
+            "sampler/prompt_tokens": usage.prompt_tokens,
+            "sampler/prefill_positions": usage.prefill_positions,
+            "sampler/generated_tokens": usage.generated_tokens,
+        }
 
         start = time.perf_counter()
         columns, order = batch.credit_columns()  # pre-interned: the credit engine's fast road
@@ -250,6 +268,7 @@ class Trainer:
         timings["time/advantage_s"] = time.perf_counter() - start
 
         metrics: dict[str, Any] = {f"rollout/{k}": v for k, v in batch.metrics().items()}
+        metrics.update(sampler_figures)
         metrics.update({f"credit/{k}": v for k, v in credit.diagnostics.items() if v is not None})
         adv = np.asarray(advantages, np.float64)
         metrics.update({"advantage/mean": adv.mean(), "advantage/std": adv.std(), "advantage/abs_max": np.abs(adv).max()})
