@@ -33,14 +33,16 @@ def build_config(config_path: str, overrides: list[str]) -> TrainConfig:
 
 
 def run_trainer(config: TrainConfig, workdir) -> dict:
-    """``Trainer(config, workdir).run()``; a work directory that cannot be written exits 2 and a
-    checkpoint that cannot be saved (disk full) exits 1, each with one line."""
+    """``Trainer(config, workdir).run()``; a work directory that cannot be written or a resumed run's
+    warm start without its tokenizer files exits 2, and a checkpoint that cannot be saved (disk full)
+    exits 1, each with one line."""
+    from milegpo_jax.models.tokenizer import TokenizerFilesError
     from milegpo_jax.train.checkpoint import CheckpointWriteError
     from milegpo_jax.train.trainer import Trainer, WorkdirError
 
     try:
         return Trainer(config, workdir).run()
-    except WorkdirError as error:  # a bad --workdir: nothing was written
+    except (WorkdirError, TokenizerFilesError) as error:  # the run cannot start
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except CheckpointWriteError as error:  # the run stops at the failing save
