@@ -213,6 +213,10 @@ class ServerProcess:
                     health = connection.get("/health", timeout_s=2.0)
                 except (TransportError, HttpStatusError):
                     health = None
+                # Another process's server on our port (it bound the port between free_port() and our
+                # bind, and ours is about to exit "address already in use"): not ours, keep waiting.
+                if health is not None and health.get("pid") not in (None, self._process.pid):
+                    health = None
                 if health is not None:
                     if health.get("env") != self.env:
                         raise ServerStartError(f"{self.url} answers for env {health.get('env')!r}, not {self.env!r}")
