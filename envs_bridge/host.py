@@ -55,6 +55,7 @@ class EnvHost:
         self._next_id = 0
         self._lock = threading.Lock()  # guards _slots, _next_id and slot flags
         self._executor = ThreadPoolExecutor(max_workers=max(1, threads), thread_name_prefix="env")
+        self._shut_down = False
 
     @property
     def num_envs(self) -> int:
@@ -62,6 +63,7 @@ class EnvHost:
 
     def create(self, count: int, options: dict[str, Any]) -> tuple[list[int], dict[str, int]]:
         with self._lock:
+            self._check_open()
             if len(self._slots) + count > self.max_envs:
                 raise HostError(
                     409,
@@ -130,10 +132,16 @@ class EnvHost:
 
     def shutdown(self) -> None:
         with self._lock:
+            self._shut_down = True
             slots = list(self._slots.values())
             self._slots.clear()
         self._executor.shutdown(wait=False, cancel_futures=True)
         self._close_adapters([slot.adapter for slot in slots])
+
+    def _check_open(self) -> None:
+        """A request that arrives, or was in flight, when the server shuts down: 503, one line."""
+        if self._shut_down:
+            raise HostError(503, "the env server is shutting down")
 
     def _check_ids(self, env_ids: Sequence[int]) -> None:
         if len(set(env_ids)) != len(env_ids):
@@ -149,6 +157,7 @@ class EnvHost:
         run: Callable[[_HostedEnv, int], StepResult],
     ) -> list[StepResult]:
         with self._lock:
+            self._check_open()
             self._check_ids(env_ids)
             slots = [self._slots[env_id] for env_id in env_ids]
             busy = [env_id for env_id, slot in zip(env_ids, slots) if slot.busy]
@@ -163,7 +172,11 @@ class EnvHost:
             if len(slots) == 1:
                 outcomes = [_attempt(run, slots[0], 0)]
             else:
-                outcomes = list(self._executor.map(lambda position: _attempt(run, slots[position], position), range(len(slots))))
+                try:
+                    outcomes = list(self._executor.map(lambda position: _attempt(run, slots[position], position), range(len(slots))))
+                except RuntimeError:  # "cannot schedule new futures after shutdown": shut down meanwhile
+                    self._check_open()
+                    raise
         finally:
             with self._lock:
                 for slot, outcome in zip(slots, outcomes):

@@ -213,6 +213,10 @@ class ServerProcess:
                     health = connection.get("/health", timeout_s=2.0)
                 except (TransportError, HttpStatusError):
                     health = None
+                # Another process's server on our port (it bound the port between free_port() and our
+                # bind, and ours is about to exit "address already in use"): not ours, keep waiting.
+                if health is not None and health.get("pid") not in (None, self._process.pid):
+                    health = None
                 if health is not None:
                     if health.get("env") != self.env:
                         raise ServerStartError(f"{self.url} answers for env {health.get('env')!r}, not {self.env!r}")
@@ -232,6 +236,26 @@ class ServerProcess:
             os.killpg(self._process.pid, signum)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def exit_with_parent(parent: int, poll_s: float = 0.5) -> None:
+    """Ends this process, and every server it started, within ``poll_s`` of the death of ``parent``
+    (the pid of the process that started this one, as that process saw it: a worker whose parent died
+    while it was starting up has been reparented already, so its own ``os.getppid()`` would not do).
+
+    For worker processes (``experiments.arena --jobs N``): a SIGKILLed parent runs no clean-up, and
+    its workers, reparented, would play on for nobody. A thread polls ``os.getppid()`` (portable,
+    unlike prctl's parent-death signal, which fires when the parent's *thread* exits); the exit is
+    ``os._exit``, as atexit handlers could wait on work in flight. A JVM the worker ran itself dies
+    with it (py4j's launcher ties it to its parent)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(poll_s)
+        _kill_leftovers()
+        os._exit(1)
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 @atexit.register

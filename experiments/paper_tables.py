@@ -103,7 +103,7 @@ def table3(runs: Sequence[RunResult]) -> dict[str, dict]:
 
 
 def format_entry(entry: Mapping | None, percent: bool = True) -> str:
-    if entry is None:
+    if entry is None or entry["mean"] is None or entry["std"] is None:  # None: overflowed (report.py)
         return "—"
     scale = 100.0 if percent else 1.0
     return f"{entry['mean'] * scale:.1f} ± {entry['std'] * scale:.1f}"

@@ -10,6 +10,10 @@ of size 1 each). Prints one line per episode, then one JSON line: success rate, 
 well-formed responses, mean steps, mean prompt/response tokens and generation tokens per second.
 ``--transcripts FILE`` writes every prompt and response of every episode as text. docs/models.md §5
 shows what SmolLM2-135M-Instruct does with it.
+
+Bad input is one line and exit status 2, before the model loads where it can be: bad flags, more
+``--tasks`` than the servers hold (4,096 envs each) or than the split has, a checkpoint without
+config.json, tokenizer files or chat template (the missing file named), an adapter option refused.
 """
 
 from __future__ import annotations
@@ -19,7 +23,9 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import NoReturn
 
+from envs_bridge.protocol import MAX_BATCH
 from envs_bridge.specs import env_names
 
 # Episode caps of the training recipes (experiments/configs).
@@ -53,8 +59,18 @@ def _option(text: str) -> tuple[str, object]:
         return key, value  # a plain string, e.g. a path
 
 
+def _refuse(message: str) -> NoReturn:
+    print(f"play: error: {message}", file=sys.stderr)
+    sys.exit(2)
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # one line and exit 2, no usage dump
+        _refuse(message)
+
+
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m experiments.play", description=__doc__.split("\n")[0])
+    parser = _OneLineParser(prog="python -m experiments.play", description=__doc__.split("\n")[0])
     parser.add_argument("--checkpoint", required=True, help="Hugging Face checkpoint directory (with tokenizer files)")
     parser.add_argument("--env", required=True, choices=env_names())
     parser.add_argument("--tasks", type=int, required=True, help="episodes: tasks 0..N-1 of the split")
@@ -71,6 +87,12 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.tasks < 1 or args.num_servers < 1 or (args.max_steps is not None and args.max_steps < 1):
         parser.error("--tasks, --num-servers and --max-steps must be >= 1")
+    # Refused before anything is built: a server holds at most MAX_BATCH envs (envs_bridge/PROTOCOL.md).
+    if args.tasks > MAX_BATCH * args.num_servers:
+        parser.error(f"--tasks {args.tasks}: at most {MAX_BATCH} per env server ({MAX_BATCH * args.num_servers} "
+                     f"with --num-servers {args.num_servers})")
+    if args.num_servers > args.tasks:
+        parser.error(f"--num-servers {args.num_servers}: more servers than --tasks {args.tasks}")
     if args.temperature < 0:
         parser.error("--temperature must be >= 0")
     if not (args.checkpoint and (Path(args.checkpoint) / "config.json").is_file()):
@@ -95,18 +117,17 @@ def transcript_text(batch, tokenizer) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     args = parse_args(argv)
-    from envs_bridge.client import EnvPool
+    from envs_bridge.client import EnvPool, EnvRequestError
     from envs_bridge.groups import GroupPlan
     from milegpo_jax.models import CheckpointError, load_pretrained, load_tokenizer
     from milegpo_jax.rollout.collector import collect
     from milegpo_jax.rollout.policy import SamplerPolicy
 
     try:
+        tokenizer = load_tokenizer(args.checkpoint)  # first: its file check takes no time, the weights do
         model, _ = load_pretrained(args.checkpoint)
-        tokenizer = load_tokenizer(args.checkpoint)
     except (CheckpointError, OSError) as err:
-        print(f"play: error: {err}", file=sys.stderr)
-        sys.exit(2)
+        _refuse(str(err))
     max_steps = args.max_steps or DEFAULT_MAX_STEPS[args.env]
     options = {**DEFAULT_OPTIONS.get(args.env, {}), **dict(args.option), "max_steps": max_steps}
     policy = TimedPolicy(SamplerPolicy(
@@ -115,7 +136,13 @@ def main(argv: list[str] | None = None) -> dict:
     ))
     plan = GroupPlan(args.split, tuple(range(args.tasks)), (args.seed,) * args.tasks, 1)
     start = time.perf_counter()
-    with EnvPool(args.env, args.tasks, num_servers=args.num_servers, env_options=options) as pool:
+    try:
+        pool = EnvPool(args.env, args.tasks, num_servers=args.num_servers, env_options=options)
+    except EnvRequestError as err:  # e.g. an --option the adapter refuses
+        _refuse(str(err))
+    with pool:
+        if args.tasks > pool.num_tasks(args.split):
+            _refuse(f"--tasks {args.tasks}: the {args.split} split of {args.env} holds {pool.num_tasks(args.split)} tasks")
         batch = collect(
             pool, policy, plan, env=args.env, max_steps=max_steps, history_length=args.history_length,
             temperature=args.temperature, seed=args.seed,

@@ -33,22 +33,22 @@ def build_config(config_path: str, overrides: list[str]) -> TrainConfig:
 
 
 def run_trainer(config: TrainConfig, workdir) -> dict:
-    """``Trainer(config, workdir).run()``; a work directory that cannot be written or a config the
-    policy refuses exits 2 and a checkpoint that cannot be saved (disk full) exits 1, each with one line."""
+    """``Trainer(config, workdir).run()``; a work directory that cannot be written, a config the policy
+    refuses or a resumed run's warm start without its tokenizer files exits 2, and a checkpoint that
+    cannot be saved (disk full) exits 1, each with one line."""
+    from milegpo_jax.models.tokenizer import TokenizerFilesError
     from milegpo_jax.train.checkpoint import CheckpointWriteError
     from milegpo_jax.train.trainer import Trainer, WorkdirError
 
     try:
         return Trainer(config, workdir).run()
-    except WorkdirError as error:  # a bad --workdir: nothing was written
+    # the run cannot start (ConfigError: a value only the loaded policy can check, optim.trainable_layers)
+    except (WorkdirError, TokenizerFilesError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except CheckpointWriteError as error:  # the run stops at the failing save
         print(f"error: {error}", file=sys.stderr)
         sys.exit(1)
-    except ConfigError as error:  # a value only the loaded policy can check (optim.trainable_layers)
-        print(f"error: {error}", file=sys.stderr)
-        sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> dict:

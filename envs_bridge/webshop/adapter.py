@@ -25,16 +25,19 @@ the phase pending after the step ("complete" at the end).
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
-import functools
+import gc
 import pathlib
+import threading
+import weakref
 
 from envs_bridge.base import EnvAdapter, EnvError, StepResult, check_split
 from envs_bridge.webshop.catalog import (
     DEFAULT_NUM_PRODUCTS,
     Catalog,
     Goal,
-    cached_catalog,
+    generate_catalog,
 )
 from envs_bridge.webshop.engine import WebShopSession, strip_instruction
 from envs_bridge.webshop.milestones import PhaseDetector
@@ -70,12 +73,43 @@ class _World:
     splits: dict[str, tuple[Goal, ...]]
 
 
-@functools.lru_cache(maxsize=4)
+# Worlds are shared while env instances use them and freed when the last one closes
+# (docs/environments.md §5.1): a 100,000-product catalog takes ~1.2 GB. ``_live`` holds them weakly;
+# the one strong reference besides the adapters is ``_recent``, the last world built or used, kept
+# only if it is at most ``RECENT_MAX_PRODUCTS`` (WebShop's 1,000-product set: ~12 MB, 0.15 s to build)
+# so that a close and create of the usual catalog does not rebuild it.
+RECENT_MAX_PRODUCTS = DEFAULT_NUM_PRODUCTS
+_live: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_recent: list[_World] = []
+_worlds_lock = threading.Lock()
+
+
 def _world(seed: int, num_products: int, catalog_dir: str | None, ood_product_types: tuple[str, ...]) -> _World:
+    key = (seed, num_products, catalog_dir, ood_product_types)
+    with _worlds_lock:  # one build per key, even when a batch creates its envs on several threads
+        world = _live.get(key)
+        if world is None:
+            world = _build_world(seed, num_products, catalog_dir, ood_product_types)
+            _live[key] = world
+        _recent[:] = [world] if len(world.catalog.products) <= RECENT_MAX_PRODUCTS else []
+        return world
+
+
+def _return_memory() -> None:
+    """Frees a dropped world's cyclic parts (the search index holds cycles) and hands the heap pages
+    back to the system (glibc keeps them otherwise, and RSS would not drop)."""
+    gc.collect()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the allocator decides
+        pass
+
+
+def _build_world(seed: int, num_products: int, catalog_dir: str | None, ood_product_types: tuple[str, ...]) -> _World:
     if catalog_dir is not None:
         catalog = Catalog.load(catalog_dir)
     else:
-        catalog = cached_catalog(seed, num_products)
+        catalog = generate_catalog(seed, num_products)
     in_distribution = tuple(goal for goal in catalog.goals if goal.product_type not in ood_product_types)
     held_out = tuple(goal for goal in catalog.goals if goal.product_type in ood_product_types)
     splits = {
@@ -138,15 +172,20 @@ class WebShopAdapter(EnvAdapter):
 
     @property
     def catalog(self) -> Catalog:
-        return self._world.catalog
+        return self._open_world().catalog
 
     def num_tasks(self, split: str) -> int:
         check_split(split)
-        return len(self._world.splits[split])
+        return len(self._open_world().splits[split])
+
+    def _open_world(self) -> _World:
+        if self._world is None:
+            raise EnvError("this WebShop env is closed")
+        return self._world
 
     def goal(self, split: str, task_id: int) -> Goal:
         check_split(split)
-        goals = self._world.splits[split]
+        goals = self._open_world().splits[split]
         if isinstance(task_id, bool) or not isinstance(task_id, int) or not 0 <= task_id < len(goals):
             raise EnvError(f"task id {task_id!r} is out of range for split {split!r} ({len(goals)} tasks)")
         return goals[task_id]
@@ -202,6 +241,16 @@ class WebShopAdapter(EnvAdapter):
             info["selected_options"] = dict(self._session.options)
             info["reward_info"] = outcome.purchase.to_json()
         return self._result(reward=WON_REWARD if won else 0.0, won=won, score=score, info=info)
+
+    def close(self) -> None:
+        """Lets go of the shared world: the last env of a catalog to close frees it."""
+        if getattr(self, "_world", None) is None:  # closed already, or never built
+            return
+        self._session = self._milestones = None
+        world = weakref.ref(self._world)
+        self._world = None
+        if world() is None:  # that was the last reference: refcounting freed the world just now
+            _return_memory()
 
     def _result(self, reward: float, won: bool, score: float, info: dict) -> StepResult:
         session = self._session

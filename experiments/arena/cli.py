@@ -143,9 +143,12 @@ def _close_backends() -> None:
     _backends.clear()
 
 
-def _init_worker(cache_dir: str) -> None:
+def _init_worker(cache_dir: str, parent: int) -> None:
     import atexit
 
+    from envs_bridge.launcher import exit_with_parent
+
+    exit_with_parent(parent)  # a SIGKILLed main process leaves no worker, env server or JVM behind
     _configure_jax(cache_dir)
     atexit.register(_close_backends)
 
@@ -208,7 +211,7 @@ def run_all(jobs: list[dict], workers: int, cache_dir: str, progress: bool) -> l
             bar.update(1)
     else:
         context = multiprocessing.get_context("spawn")  # a fresh interpreter: no forked JVM or XLA threads
-        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(cache_dir,)) as pool:
+        with concurrent.futures.ProcessPoolExecutor(workers, mp_context=context, initializer=_init_worker, initargs=(cache_dir, os.getpid())) as pool:
             for future in concurrent.futures.as_completed([pool.submit(execute, job) for job in jobs]):
                 finished.append(future.result())
                 bar.update(1)

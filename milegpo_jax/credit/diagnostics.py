@@ -23,6 +23,45 @@ TIE_TOLERANCE = 1e-6  # float32 returns of equal graph distance are bit-equal; t
 ZERO_TOLERANCE = 1e-6
 
 
+# Pair cells compared at once. A pair matrix over all rows of a group ([R, R], R up to K*T) would
+# need ~30 bytes a cell, 17 GB for two 12,000-step trajectories; rows are compared only with rows
+# leaving the same state, a block of them at a time, so the temporaries stay near 25 MB
+# (``limits.host_bytes`` counts them; docs/credit.md §12).
+PAIR_BLOCK_CELLS = 1 << 19
+
+
+def _same_state_pair_counts(src, action, success, graph, mix) -> tuple[int, int, int, int]:
+    """(same-state action pairs, tied ones, tied with opposite outcomes, those r^M orders correctly)
+    over the unordered pairs of rows; each row is compared with the later rows of its own state."""
+    order = np.argsort(src, kind="stable")
+    ordered_src = src[order]
+    starts = np.flatnonzero(np.r_[True, ordered_src[1:] != ordered_src[:-1]])
+    ends = np.r_[starts[1:], order.size]
+    pairs = tied = opposite_tied = corrected = 0
+    for start, end in zip(starts, ends):
+        n = end - start
+        if n < 2:
+            continue
+        members = order[start:end]
+        act, won, r_g, r_m = action[members], success[members], graph[members], mix[members]
+        block = max(1, PAIR_BLOCK_CELLS // n)
+        for first in range(0, n - 1, block):
+            last = min(first + block, n - 1)
+            i = slice(first, last)
+            j = slice(first + 1, n)
+            later = np.arange(first + 1, n)[None, :] > np.arange(first, last)[:, None]
+            pair = later & (act[i, None] != act[None, j])
+            is_tied = pair & (np.abs(r_g[i, None] - r_g[None, j]) <= TIE_TOLERANCE)
+            opposite = is_tied & (won[i, None] != won[None, j])
+            # Orient each opposite pair as (successful row, failed row) and compare shaped returns.
+            mix_gap = np.where(won[i, None], r_m[i, None] - r_m[None, j], r_m[None, j] - r_m[i, None])
+            pairs += int(pair.sum())
+            tied += int(is_tied.sum())
+            opposite_tied += int(opposite.sum())
+            corrected += int((opposite & (mix_gap > TIE_TOLERANCE)).sum())
+    return pairs, tied, opposite_tied, corrected
+
+
 def _ratio(numerator: int, denominator: int) -> float | None:
     return numerator / denominator if denominator else None
 
@@ -46,16 +85,8 @@ def credit_diagnostics(
         row_success = np.repeat(success[g], T)[rows]
         row_graph, row_mix = r_graph[g].ravel()[rows], r_mix[g].ravel()[rows]
         row_traj = np.repeat(np.arange(K), T)[rows]
-        upper = np.triu(np.ones((rows.size, rows.size), bool), k=1)
-        same_state_pair = upper & (row_src[:, None] == row_src[None, :]) & (row_action[:, None] != row_action[None, :])
-        is_tied = same_state_pair & (np.abs(row_graph[:, None] - row_graph[None, :]) <= TIE_TOLERANCE)
-        opposite = is_tied & (row_success[:, None] != row_success[None, :])
-        # Orient each opposite pair as (successful row, failed row) and compare shaped returns.
-        mix_gap = np.where(row_success[:, None], row_mix[:, None] - row_mix[None, :], row_mix[None, :] - row_mix[:, None])
-        pairs += int(same_state_pair.sum())
-        tied += int(is_tied.sum())
-        opposite_tied += int(opposite.sum())
-        corrected += int((opposite & (mix_gap > TIE_TOLERANCE)).sum())
+        counts = _same_state_pair_counts(row_src, row_action, row_success, row_graph, row_mix)
+        pairs, tied, opposite_tied, corrected = (a + b for a, b in zip((pairs, tied, opposite_tied, corrected), counts))
         visitors = np.zeros(num_nodes, int)  # distinct trajectories leaving each state
         np.add.at(visitors, np.unique(np.stack([row_traj, row_src], 1), axis=0)[:, 1], 1)
         shared_rows += int((visitors[row_src] >= 2).sum())

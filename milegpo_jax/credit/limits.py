@@ -8,11 +8,13 @@ below float32's 3.4e38 even summed over a group), 1e150 in float64.
 
 Memory: the padded shapes follow from the rollouts alone (``bucketed_shape`` mirrors ``build_batch``'s
 bucketing without allocating anything), and XLA's own memory analysis of the compiled estimator for
-those shapes says how many bytes it needs; a run above the limit is refused before any array exists.
-Compiling for that analysis costs seconds, so it runs only when a cheap upper estimate
-(``rough_bytes``: 32 bytes per node pair per group plus per-row and per-edge terms; generous since
-the estimators keep edge statistics per distinct edge rather than in [N, N] matrices) comes within
-a factor of ``EXACT_CHECK_MARGIN`` of the limit.
+those shapes says how many bytes it needs; the host's share (``host_bytes``: the batch's numpy arrays,
+the diagnostics' per-row arrays and pair blocks, the advantages as Python lists and JSON text) is
+added. A run above the limit is refused before any array exists. Compiling for that analysis costs
+seconds, so it runs only when a cheap upper estimate (``rough_bytes``: 32 bytes per node pair per
+group plus per-row and per-edge terms; generous since the estimators keep edge statistics per
+distinct edge rather than in [N, N] matrices) comes within a factor of ``EXACT_CHECK_MARGIN`` of the
+limit. Not counted: the interpreter, the JAX runtime and compilation, about 0.5 GB whatever the input.
 """
 
 from __future__ import annotations
@@ -93,8 +95,7 @@ def estimated_bytes(shape: tuple[int, int, int, int, int], cfg: CreditConfig, wi
 
     from milegpo_jax.credit.estimators import estimate_advantages, milegpo_terms
 
-    G, K, T, N, E = shape
-    host = G * K * T * (7 * 4 + 5 + 4) + G * K * 8 + G * N * 12 + G * E * 9  # build_batch's numpy arrays
+    host = host_bytes(shape, with_diagnostics)
     programs = [lambda batch: estimate_advantages(batch, cfg)]
     if with_diagnostics:
         terms_cfg = cfg if cfg.estimator == "milegpo" else dataclasses.replace(cfg, estimator="milegpo")
@@ -109,15 +110,37 @@ def estimated_bytes(shape: tuple[int, int, int, int, int], cfg: CreditConfig, wi
     return host + peak
 
 
-def rough_bytes(shape: tuple[int, int, int, int, int]) -> int:
+# Host bytes per padded step row: the diagnostics' flattened per-row arrays (~16 of 8 bytes), and the
+# advantages as Python floats in nested lists plus their JSON text (measured ~60 bytes, counted 4x).
+DIAGNOSTICS_ROW_BYTES = 128
+OUTPUT_ROW_BYTES = 256
+# Live bytes per pair cell of one diagnostics block (4 bool matrices, 3 float64 ones while the shaped
+# return gap is formed); the blocks are at most ``diagnostics.PAIR_BLOCK_CELLS`` cells.
+DIAGNOSTICS_CELL_BYTES = 48
+
+
+def host_bytes(shape: tuple[int, int, int, int, int], with_diagnostics: bool) -> int:
+    """Bytes the host allocates for one credit computation of ``shape``, outside XLA's programs."""
+    from milegpo_jax.credit.diagnostics import PAIR_BLOCK_CELLS
+
+    G, K, T, N, E = shape
+    rows = G * K * T
+    total = rows * (7 * 4 + 5 + 4) + G * K * 8 + G * N * 12 + G * E * 9  # build_batch's numpy arrays
+    total += rows * OUTPUT_ROW_BYTES
+    if with_diagnostics:  # pairs are compared within a group, one block at a time
+        total += rows * DIAGNOSTICS_ROW_BYTES + min(PAIR_BLOCK_CELLS, (K * T) ** 2) * DIAGNOSTICS_CELL_BYTES
+    return total
+
+
+def rough_bytes(shape: tuple[int, int, int, int, int], with_diagnostics: bool = True) -> int:
     """A cheap over-estimate of ``estimated_bytes`` (node-pair matrices dominate; see the docstring)."""
     G, K, T, N, E = shape
-    return G * (32 * N * N + 8 * K * T * N + 72 * K * T + 32 * E + 4096)
+    return G * (32 * N * N + 8 * K * T * N + 72 * K * T + 32 * E + 4096) + host_bytes(shape, with_diagnostics)
 
 
 def check_memory(groups: Sequence[Group], cfg: CreditConfig, max_bytes: int, with_diagnostics: bool = True) -> None:
     shape = bucketed_shape(groups)
-    if rough_bytes(shape) * EXACT_CHECK_MARGIN <= max_bytes:
+    if rough_bytes(shape, with_diagnostics) * EXACT_CHECK_MARGIN <= max_bytes:
         return
     needed = estimated_bytes(shape, cfg, with_diagnostics)
     if needed > max_bytes:

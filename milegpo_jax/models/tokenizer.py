@@ -14,7 +14,9 @@ file holds the 151,643 byte-level BPE ranks of Qwen2/Qwen2.5; the recipe (docs/a
 ``build_qwen25_tokenizer(directory)`` writes ``tokenizer.json`` and ``tokenizer_config.json`` (with a
 Qwen2.5 chat template) there and is cached: a stamp records the vocabulary's sha256 and the builder
 version, so a second call returns at once. ``load_tokenizer(directory)`` is
-``transformers.AutoTokenizer`` on any local directory (ours or a checkpoint's), offline.
+``transformers.AutoTokenizer`` on any local directory (ours or a checkpoint's), offline; a directory
+without tokenizer files or a chat template is refused first (``TokenizerFilesError``, naming the file),
+where transformers would build a tokenizer that fails later, deep inside the chat template.
 
 Ids to remember: ``<|endoftext|>`` 151643 (pad; end of a base-model document), ``<|im_start|>``
 151644, ``<|im_end|>`` 151645 (end of an instruct turn). ``len(tokenizer)`` is 151,665 while the
@@ -261,18 +263,48 @@ def default_tokenizer_dir() -> Path:
     return cache_root() / "tokenizers" / "qwen2.5"
 
 
+class TokenizerFilesError(FileNotFoundError):
+    """A tokenizer directory that lacks a file the policy needs (one line naming the file)."""
+
+
+# Vocabulary files by which transformers can build a tokenizer (the fast one, byte-level BPE, SentencePiece).
+_VOCABULARY_FILES = (("tokenizer.json",), ("vocab.json", "merges.txt"), ("tokenizer.model",))
+_CHAT_TEMPLATE_FILES = ("chat_template.jinja", "chat_template.json")
+
+
+def check_tokenizer_files(directory: Path) -> dict:
+    """Refuses a directory without a vocabulary or without a chat template (every caller formats
+    chats); returns the parsed ``tokenizer_config.json``."""
+    if not any(all((directory / name).is_file() for name in names) for names in _VOCABULARY_FILES):
+        partial = next((names for names in _VOCABULARY_FILES[1:] if (directory / names[0]).is_file()), _VOCABULARY_FILES[0])
+        missing = next(name for name in partial if not (directory / name).is_file())
+        raise TokenizerFilesError(f"{directory / missing}: missing (the directory holds no complete tokenizer)")
+    config_file = directory / "tokenizer_config.json"
+    if not config_file.is_file():
+        raise TokenizerFilesError(f"{config_file}: missing")
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, ValueError) as error:
+        raise TokenizerFilesError(f"{config_file}: not a JSON file ({error})") from None
+    if not isinstance(config, dict):
+        raise TokenizerFilesError(f"{config_file}: not a JSON object")
+    if not config.get("chat_template") and not any((directory / name).is_file() for name in _CHAT_TEMPLATE_FILES):
+        raise TokenizerFilesError(f"{config_file}: no chat_template (nor a {_CHAT_TEMPLATE_FILES[0]} beside it)")
+    return config
+
+
 def load_tokenizer(directory: str | os.PathLike | None = None):
     """``transformers.AutoTokenizer`` from a local directory, never touching the network.
 
-    ``None`` builds (or reuses) the Qwen2.5 tokenizer in ``default_tokenizer_dir()``.
+    ``None`` builds (or reuses) the Qwen2.5 tokenizer in ``default_tokenizer_dir()``. A directory
+    without tokenizer files or chat template is a ``TokenizerFilesError`` naming the missing file.
     """
     from transformers import AutoTokenizer
 
     directory = build_qwen25_tokenizer(default_tokenizer_dir()) if directory is None else Path(directory)
     if not directory.is_dir():
         raise FileNotFoundError(f"tokenizer directory {directory} does not exist")
-    config_file = directory / "tokenizer_config.json"
-    declared = json.loads(config_file.read_text()).get("tokenizer_class") if config_file.is_file() else None
+    declared = check_tokenizer_files(directory).get("tokenizer_class")
     if declared == "PreTrainedTokenizerFast":
         # A plain tokenizer.json (e.g. the word tokenizer of word_tokenizer.py). AutoTokenizer would let
         # a checkpoint's config.json (model_type "qwen2") pick Qwen's BPE class, which reads a word-level

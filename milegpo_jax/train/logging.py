@@ -67,13 +67,24 @@ def flatten_metrics(metrics: Mapping[str, Any], prefix: str = "") -> dict[str, A
 
 def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
     """Records of a ``metrics.jsonl`` (or of ``DIR/metrics.jsonl``); a torn last line is skipped."""
+    return [record for _, record in read_metrics_lines(path)]
+
+
+def read_metrics_lines(path: str | os.PathLike) -> list[tuple[int, dict[str, Any]]]:
+    """(line number, record) of a ``metrics.jsonl`` (or of ``DIR/metrics.jsonl``); a torn last line
+    is skipped. A line that is not UTF-8, not JSON (before the last) or not a JSON object is a
+    ``ValueError`` naming ``file:line``."""
     path = Path(path)
     if path.is_dir():
         path = path / METRICS_FILE
     records = []
-    with open(path, encoding="utf-8") as file:
+    with open(path, "rb") as file:
         lines = file.read().splitlines()
-    for number, line in enumerate(lines, 1):
+    for number, raw in enumerate(lines, 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as error:  # the logger writes ASCII, so even a torn line decodes
+            raise ValueError(f"{path}:{number}: not UTF-8 (byte {error.start})") from None
         if not line.strip():
             continue
         try:
@@ -82,7 +93,9 @@ def read_metrics(path: str | os.PathLike) -> list[dict[str, Any]]:
             if number == len(lines):  # cut off mid-write by a kill
                 continue
             raise ValueError(f"{path}:{number}: not JSON: {line[:80]!r}") from None
-        records.append(record)
+        if not isinstance(record, dict):
+            raise ValueError(f"{path}:{number}: not a JSON object: {line[:80]!r}")
+        records.append((number, record))
     return records
 
 

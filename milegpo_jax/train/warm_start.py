@@ -24,7 +24,7 @@ from typing import Any
 from milegpo_jax.config import TrainConfig, describe_changes, to_dict
 from milegpo_jax.models import ModelConfig, init_model, load_pretrained, save_pretrained
 from milegpo_jax.models.runtime import RuntimeOptions
-from milegpo_jax.models.tokenizer import load_tokenizer
+from milegpo_jax.models.tokenizer import TokenizerFilesError, check_tokenizer_files, load_tokenizer
 from milegpo_jax.models.word_tokenizer import build_word_tokenizer
 from milegpo_jax.train.expert import expert_episodes
 from milegpo_jax.train.logging import ProgressBar
@@ -63,8 +63,12 @@ def warm_start_status(directory: Path, config: TrainConfig) -> tuple[str, list[s
     if not directory.exists():
         return "missing", []
     record = directory / INPUTS_FILE
-    if not record.is_file():
+    if not record.is_file() or not (directory / "config.json").is_file():
         return "incomplete", []
+    try:  # e.g. tokenizer files deleted by hand: before any checkpoint the warm start is rebuilt
+        check_tokenizer_files(directory)
+    except TokenizerFilesError as error:
+        return "incomplete", [str(error)]
     try:
         stored = json.loads(record.read_text(encoding="utf-8"))["inputs"]
     except (ValueError, KeyError, TypeError):

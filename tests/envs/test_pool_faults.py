@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from envs_bridge import env_vars
+from envs_bridge import env_vars, launcher
 from envs_bridge.client import EnvPool, EnvRequestError, EpisodeStatus, PoolError
 from envs_bridge.launcher import ServerProcess, _kill_leftovers, sweep_orphaned_log_dirs
 from envs_bridge.transport import JsonConnection
@@ -218,3 +218,21 @@ def test_pool_over_given_urls_never_restarts_them():
                 pool.step(["look around"] * 2)
     finally:
         process.stop(grace_s=0)
+
+
+def test_a_server_that_finds_its_port_taken_by_another_server_never_passes_for_it(monkeypatch):
+    """A neighbouring run's server binding our port first must not pass our health check: the pool
+    would drive that server's envs while ours had exited (reported after neighbouring runs were killed)."""
+    neighbour = ServerProcess("textworld_express", python=sys.executable, max_envs=1)
+    taken = int(neighbour.start(timeout_s=60).rsplit(":", 1)[1])
+    ports = iter([taken])
+    real_free_port = launcher.free_port
+    monkeypatch.setattr(launcher, "free_port", lambda: next(ports, None) or real_free_port())
+    ours = ServerProcess("textworld_express", python=sys.executable, max_envs=1)
+    try:
+        url = ours.start(timeout_s=60)
+        assert not url.endswith(f":{taken}")
+        assert JsonConnection(url).get("/health", timeout_s=10)["pid"] == ours.pid
+    finally:
+        ours.stop()
+        neighbour.stop()

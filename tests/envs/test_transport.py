@@ -24,6 +24,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         _Handler.requests_seen.append(self.path)
         if _Handler.mode == "hang":
             time.sleep(5)
+        if _Handler.mode == "trickle":  # every byte well within the socket timeout, the whole never
+            self.send_response(200)
+            self.send_header("Content-Length", "100")
+            self.end_headers()
+            for _ in range(100):
+                self.wfile.write(b" ")
+                self.wfile.flush()
+                time.sleep(0.1)
+            return
         body = b"not json" if _Handler.mode == "garbage" else json.dumps({"path": self.path}).encode()
         self.send_response(200)
         self.send_header("Content-Length", str(len(body)))
@@ -76,3 +85,11 @@ def test_refused_connections_and_bad_urls():
     with pytest.raises(ValueError, match="must look like"):
         JsonConnection("127.0.0.1:8000")
     assert issubclass(HttpStatusError, RuntimeError)
+
+
+def test_a_server_answering_a_byte_at_a_time_is_cut_off_at_the_call_timeout(stub_url):
+    _Handler.mode = "trickle"
+    start = time.monotonic()
+    with pytest.raises(TransportError, match="timed out") as caught:
+        JsonConnection(stub_url).post("/trickle", {}, timeout_s=1.0)
+    assert caught.value.timed_out and time.monotonic() - start < 2.0

@@ -264,3 +264,50 @@ def test_diagnostics_means_skip_undefined_ratios_and_pool_by_pair_counts():
     assert means["pooled_tie_correction_rate"] == pytest.approx((0.5 * 2 + 1.0 * 6) / 8)
     assert means["traps"] == pytest.approx(2.0) and "success_rate" not in means
     assert means["pooled_tie_share"] is None  # no same-state pair counts recorded
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as file:
+            return file.read()
+    except OSError:
+        return b""
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("backend, marker", [("inprocess", b"java"), ("pool", b"envs_bridge.server")])
+def test_workers_and_their_env_processes_exit_when_the_main_process_is_killed(tmp_path, backend, marker):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from tests.train.test_trainer_resilience import _descendants, _kill_all, _wait_gone
+
+    command = [sys.executable, "-m", "experiments.arena", "--env", "textworld_express", "--game", "coin",
+               "--backend", backend, "--servers", "1", "--contestants", "grpo", "--seeds", "2", "--jobs", "2",
+               "--iterations", "100000", "--groups", "2", "--group-size", "2", "--no-progress", "--work", str(tmp_path / "w")]
+    main = subprocess.Popen(command, cwd=Path(__file__).resolve().parents[2], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    below: set = set()
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:  # both workers have their env processes
+            below = _descendants(main.pid)
+            if sum(marker in _cmdline(pid) for pid, _ in below) >= 2:
+                break
+            assert main.poll() is None, "the arena ended before the test could kill it"
+            time.sleep(0.5)
+        else:
+            pytest.fail(f"no two {marker!r} processes below the arena in time")
+        below = _descendants(main.pid)
+        os.kill(main.pid, signal.SIGKILL)
+        main.wait()
+        assert not _wait_gone(below, timeout_s=15), "workers or env processes outlived their killed parent"
+    finally:
+        _kill_all(below)
+        if main.poll() is None:
+            main.kill()

@@ -77,3 +77,64 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert report.main([str(tmp_path / "noeval")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "no evaluation record" in err
+
+
+def _one_run(root, lines: bytes):
+    run = root / "grpo-seed0"
+    run.mkdir(parents=True)
+    (run / "metrics.jsonl").write_bytes(lines)
+    return run / "metrics.jsonl"
+
+
+GOOD = b'{"iteration": 1, "eval/eval_id/success_rate": 0.5}\n'
+
+
+@pytest.mark.parametrize(
+    "lines, place, says",
+    [
+        (b"[1, 2]\n" + GOOD, ":1:", "not a JSON object"),
+        (GOOD + b'{"iteration": 2, "eval/eval_id/success_rate": 0.\xff}\n' + GOOD, ":2:", "not UTF-8"),
+        (GOOD + b'{"iteration": 2, "eval/eval_id/success_rate": "high"}\n', ":2:", "'high', not a number"),
+        (GOOD + b'{"iteration": 2, "eval/eval_id/success_rate": true}\n', ":2:", "not a number"),
+        (b'{"iteration": "one", "eval/eval_id/success_rate": 0.5}\n', ":1:", "not an integer"),
+        (b"42\n", ":1:", "not a JSON object"),
+    ],
+)
+def test_malformed_metrics_lines_are_one_line_naming_file_and_line(tmp_path, capsys, lines, place, says):
+    path = _one_run(tmp_path / "sweep", lines)
+    assert report.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "out" / "t")]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert len(err.splitlines()) == 1 and f"{path}{place}" in err and says in err, err
+    assert captured.out == "" and not list((tmp_path / "out").iterdir())  # nothing written
+
+
+def test_non_finite_values_are_skipped_counted_and_the_json_is_strict(tmp_path, capsys):
+    lines = (b'{"iteration": 3, "eval/eval_id/success_rate": NaN, "eval/eval_id/score": 0.25, '
+             b'"eval/eval_ood/success_rate": null, "eval/eval_ood/score": Infinity}\n')
+    _one_run(tmp_path / "sweep", lines)
+    assert report.main([str(tmp_path / "sweep"), "--out", str(tmp_path / "t")]) == 0
+    strict = lambda text: json.loads(text, parse_constant=lambda name: pytest.fail(f"bare {name} in the JSON"))
+    summary = strict(capsys.readouterr().out.strip().splitlines()[-1])
+    assert summary["non_finite_skipped"] == 3 and summary["id_success"] == {"sweep": {"grpo": None}}
+    tables = strict((tmp_path / "t.json").read_text())["sweep"]
+    assert tables["runs"][0]["non_finite_skipped"] == 3 and tables["table1"]["grpo"]["score"]["mean"] == 0.25
+
+
+def test_overflowing_means_become_null_not_bare_infinity(tmp_path, capsys):
+    for seed in (0, 1):
+        run = tmp_path / "sweep" / f"grpo-seed{seed}"
+        run.mkdir(parents=True)
+        (run / "metrics.jsonl").write_text('{"iteration": 1, "eval/eval_id/success_rate": 1.5e308}\n')
+    assert report.main([str(tmp_path / "sweep")]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1], parse_constant=lambda name: pytest.fail(name))
+    assert summary["id_success"] == {"sweep": {"grpo": None}}
+
+
+@pytest.mark.parametrize("out, says", [("/proc/nonexistent/x", "cannot create folder"), ("{dir}/is_a_dir", "is a directory")])
+def test_unwritable_out_is_refused_before_any_work(tmp_path, capsys, out, says):
+    _one_run(tmp_path / "sweep", GOOD)
+    (tmp_path / "is_a_dir.json").mkdir()
+    assert report.main([str(tmp_path / "sweep"), "--out", out.format(dir=tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert len(captured.err.strip().splitlines()) == 1 and says in captured.err and captured.out == ""

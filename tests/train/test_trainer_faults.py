@@ -60,6 +60,20 @@ def test_a_half_written_warm_start_is_rebuilt(tmp_path, capsys):
     assert trainer.model.config.hidden_size == 32
 
 
+@pytest.mark.slow
+def test_a_warm_start_whose_tokenizer_files_were_deleted_is_rebuilt_saying_so(tmp_path, capsys):
+    workdir = tmp_path / "run"
+    trainer = _trainer(workdir)
+    for file in (workdir / "warm_start").glob("tokenizer*.json"):
+        file.unlink()
+    status, why = warm_start_status(workdir / "warm_start", trainer.config)
+    assert status == "incomplete" and "tokenizer.json: missing" in why[0]
+    capsys.readouterr()
+    _trainer(workdir)
+    assert "rebuilding" in capsys.readouterr().err
+    assert warm_start_status(workdir / "warm_start", trainer.config) == ("matches", [])
+
+
 SAVE_UNDER_A_FILE_SIZE_LIMIT = """
 import resource, signal, sys
 import jax.numpy as jnp, numpy as np
