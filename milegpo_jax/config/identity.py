@@ -17,6 +17,13 @@ from milegpo_jax.config.checks import plain
 from milegpo_jax.config.credit import credit_identity
 from milegpo_jax.config.schema import TrainConfig
 
+# Options added after the shipped configs' hashes were pinned, with their defaults: they enter
+# config_hash only when set to something else, so runs from before they existed still resume.
+HASHED_WHEN_SET = {
+    "sampling.prefix_sharing": False,
+    "optim.trainable_layers": 0,
+}
+
 # Dotted paths (or whole sections) that do not enter config_hash: changing them on resume is safe.
 HASH_EXCLUDED = (
     "run.name",
@@ -52,8 +59,9 @@ def to_dict(config: TrainConfig) -> dict[str, Any]:
 
 
 def config_identity(config: TrainConfig) -> dict[str, Any]:
-    """What ``config_hash`` covers: ``to_dict`` less ``HASH_EXCLUDED``, the credit section as the
-    options set (``credit.credit_identity``) with the recipe resolved."""
+    """What ``config_hash`` covers: ``to_dict`` less ``HASH_EXCLUDED`` (and ``HASHED_WHEN_SET`` options
+    at their defaults), the credit section as the options set (``credit.credit_identity``) with the
+    recipe resolved."""
     data = to_dict(config)
     data["credit"] = credit_identity(config.credit, config.credit_recipe)
     for path in HASH_EXCLUDED:
@@ -62,6 +70,10 @@ def config_identity(config: TrainConfig) -> dict[str, Any]:
         for part in parents:
             node = node[part]
         node.pop(leaf)
+    for path, default in HASHED_WHEN_SET.items():
+        section, leaf = path.split(".")
+        if data[section][leaf] == default:
+            data[section].pop(leaf)
     return data
 
 

@@ -67,3 +67,18 @@ def test_demo_is_a_small_cpu_run():
     assert config.run.eval_before_training and "eval_id" in config.env.eval_tasks_per_split
     assert config.sft.episodes > 0
     config.check_runnable()  # an inline architecture needs nothing on disk
+
+
+def test_the_real_llm_recipe_trains_the_converted_smollm2():
+    """docs/results/real-llm.md: the converted SmolLM2 checkpoint (runnable here), MileGPO full on
+    TextWorldExpress coin, 64 held-out tasks at the sampling temperature, and the speed levers on."""
+    config = load_config(load_config_file(CONFIG_DIR / "smollm2_twx.py"))
+    config.check_runnable()  # the cached conversion exists
+    assert Path(config.model.hf_checkpoint, "config.json").is_file()
+    assert (config.env.name, config.env.options["game"]) == ("textworld_express", "coin")
+    assert config.env.eval_tasks_per_split["eval_id"] >= 64
+    assert config.sampling.eval_temperature == config.sampling.temperature
+    assert config.sampling.prefix_sharing and config.optim.trainable_layers > 0 and config.ppo.kl_coef == 0
+    assert config.sft.episodes > 0 and config.run.eval_before_training
+    credit = config.credit_config()
+    assert credit.estimator == "milegpo" and credit.stage == "full"
