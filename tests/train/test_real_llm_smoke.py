@@ -45,22 +45,14 @@ OVERRIDES = [
 ]
 
 
-def _trained_params(workdir: Path) -> dict:
-    """The parameters of the newest checkpoint, as the nested dict the trainer saved."""
-    import orbax.checkpoint as ocp
-
-    step = max(int(p.name) for p in (workdir / "checkpoints").iterdir() if p.name.isdigit())
-    state = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(step) / "state").resolve())
-    return state["params"]
-
-
 @pytest.mark.timeout(1800)  # about 2 minutes of CPU time; a shared 2-core machine can take several times that
 def test_one_milegpo_iteration_on_smollm2(tmp_path):
     import torch
     from flax import nnx
     from transformers import AutoModelForCausalLM
 
-    from milegpo_jax.models import load_pretrained, save_pretrained
+    from experiments.export import export_trained
+    from milegpo_jax.models import load_pretrained
     from tests.models.helpers import forward, torch_logits
 
     workdir = tmp_path / "run"
@@ -80,24 +72,21 @@ def test_one_milegpo_iteration_on_smollm2(tmp_path):
     # the first turn's 2 x 2 identical prompts and the shared header were prefilled once
     assert 0 < record["sampler/prefill_positions"] < record["sampler/prompt_tokens"]
 
-    # The checkpoint's parameters differ from the warm start's, and nowhere are they NaN.
-    model, config = load_pretrained(workdir / "warm_start", scan_layers=True)  # as the recipe trains
-    before = jax.tree_util.tree_leaves_with_path(nnx.state(model, nnx.Param))
-    params = nnx.state(model, nnx.Param)
-    nnx.replace_by_pure_dict(params, _trained_params(workdir))
-    nnx.update(model, params)
-    after = jax.tree_util.tree_leaves_with_path(nnx.state(model, nnx.Param))
-    assert all(np.isfinite(np.asarray(a)).all() for _, a in after)
+    # The run exports as a Hugging Face checkpoint: the frozen layers and the embedding are the warm
+    # start's, the trained top layers moved, nothing is NaN, and transformers computes the same logits.
+    exported = export_trained(workdir, tmp_path / "trained_hf")
+    warm, config = load_pretrained(workdir / "warm_start")
+    trained, _ = load_pretrained(exported)
     top = config.num_layers - TRAINABLE_LAYERS
-    for (path, b), (_, a) in zip(before, after, strict=True):
-        name, a, b = jax.tree_util.keystr(path), np.asarray(a), np.asarray(b)
-        if name.startswith("['layers']"):  # stacked: the frozen layers equal, the trained ones moved
-            np.testing.assert_array_equal(a[:top], b[:top], err_msg=name)
-            assert not np.array_equal(a[top:], b[top:]), name
-        elif "final_norm" not in name:  # the embedding (and its tied LM head) is frozen
+    before = dict(jax.tree_util.tree_leaves_with_path(nnx.state(warm, nnx.Param)))
+    for path, after in jax.tree_util.tree_leaves_with_path(nnx.state(trained, nnx.Param)):
+        name, a, b = jax.tree_util.keystr(path), np.asarray(after), np.asarray(before[path])
+        assert np.isfinite(a).all(), name
+        layer = int(name.split("]")[1].strip("[")) if name.startswith("['layers']") else None
+        if layer is not None and layer >= top or "final_norm" in name:
+            assert not np.array_equal(a, b), name
+        else:
             np.testing.assert_array_equal(a, b, err_msg=name)
-
-    exported = save_pretrained(model, config, tmp_path / "trained_hf")
     reloaded = AutoModelForCausalLM.from_pretrained(exported, dtype=torch.float32).eval()
     ids = np.arange(1, 25, dtype=np.int32).reshape(2, 12) * 7
-    np.testing.assert_allclose(torch_logits(reloaded, ids), forward(model, ids), atol=2e-4, rtol=1e-4)
+    np.testing.assert_allclose(torch_logits(reloaded, ids), forward(trained, ids), atol=2e-4, rtol=1e-4)
