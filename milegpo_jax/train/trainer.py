@@ -210,9 +210,9 @@ class Trainer:
     def evaluate(self, iteration: int) -> dict[str, float]:
         """Every configured eval split, one rollout per task at T = eval_temperature, averaged over the
         eval seeds: success rate, the env's score (WebShop's attribute-match score), the share of
-        well-formed responses and, where the env
-        reports task types (ALFWorld), the success rate of each type. A count of 0 means every task of
-        the split, played in passes of at most the pool's size."""
+        well-formed responses and, where the env reports task types (ALFWorld), the success rate of
+        each type. A count of 0 means every task of the split, played in passes of at most the pool's
+        size."""
         results = {}
         for split, count in dict(self.config.env.eval_tasks_per_split).items():
             tasks = list(range(count or self.pool.num_tasks(split)))
