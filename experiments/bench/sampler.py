@@ -65,14 +65,16 @@ def _parse(argv):
     parser.add_argument("--checkpoint", default=None, help="a real Hugging Face checkpoint: the rollout benchmark")
     parser.add_argument("--config", default="experiments/configs/smollm2_twx.py", help="with --checkpoint: the recipe")
     parser.add_argument("--threads", type=int, default=2, help="with --checkpoint: torch threads (XLA uses every core)")
+    parser.add_argument("--groups", type=int, default=0, help="with --checkpoint: G groups (0: the recipe's)")
+    parser.add_argument("--group-size", type=int, default=0, help="with --checkpoint: K rollouts (0: the recipe's)")
     args = parser.parse_args(argv)
     if args.checkpoint is not None:
         if not Path(args.checkpoint, "config.json").is_file():
             parser.exit(2, f"error: --checkpoint {args.checkpoint}: no config.json there (a Hugging Face checkpoint)\n")
         if not Path(args.config).is_file():
             parser.exit(2, f"error: --config {args.config}: no such file\n")
-        if args.rounds < 1 or args.threads < 1:
-            parser.exit(2, "error: --rounds and --threads must be >= 1\n")
+        if args.rounds < 1 or args.threads < 1 or args.groups < 0 or args.group_size < 0:
+            parser.exit(2, "error: --rounds and --threads must be >= 1, --groups and --group-size >= 0\n")
         return args
     if args.preset is None and args.dtype != "float32":
         parser.error("the transformers comparison runs in float32; use --preset for bfloat16")

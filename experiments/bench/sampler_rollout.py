@@ -78,7 +78,12 @@ def run(args) -> dict:
     from milegpo_jax.sampling import SamplingConfig, generate
 
     torch.set_num_threads(args.threads)
-    config = build_config(args.config, [f"model.hf_checkpoint={args.checkpoint}", f"run.seed={args.seed}"])
+    overrides = [f"model.hf_checkpoint={args.checkpoint}", f"run.seed={args.seed}"]
+    if args.groups:
+        overrides.append(f"env.groups_per_iteration={args.groups}")
+    if args.group_size:
+        overrides.append(f"env.group_size={args.group_size}")
+    config = build_config(args.config, overrides)
     model, _ = load_pretrained(args.checkpoint)
     tokenizer = load_tokenizer(Path(args.checkpoint))
     turns = record_rollout_turns(config, model, tokenizer)
