@@ -50,6 +50,8 @@ _REFERENCES = "milegpo_jax.credit.testing"
 
 @dataclasses.dataclass(frozen=True)
 class EstimatorSpec:
+    """What one estimator is and needs (the table of docs/credit.md §13 explains each field)."""
+
     name: str
     label: str  # its column title in tables (experiments/replay.py)
     page: str  # where its maths is written

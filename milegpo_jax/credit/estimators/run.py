@@ -61,9 +61,9 @@ def _jit_milegpo_terms(batch: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
 
 
 def _missing_structure(batch: CreditBatch, estimator: str) -> str | None:
-    if estimator in GRAPH_ESTIMATORS and batch.edge_mask.shape[-1] == 0:
+    if estimator in GRAPH_ESTIMATORS and not batch.has_graph:
         return "graph structure (padded_batch with_graph=False)"
-    if estimator in CLUSTER_ESTIMATORS and batch.step_ints.shape[-3] < 7:
+    if estimator in CLUSTER_ESTIMATORS and not batch.has_row_clusters:
         return "row clusters (padded_batch with_row_clusters=False)"
     return None
 
