@@ -21,6 +21,7 @@ import numpy as np
 
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.config import parse_credit_options
+from milegpo_jax.credit import registry
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.estimators import milegpo_terms
 from milegpo_jax.credit.cli import OneLineParser, UsageError, add_limit_options, check_limit_options
@@ -29,20 +30,24 @@ from milegpo_jax.credit.limits import CreditLimitError, check_memory, check_rewa
 from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs
 
 DEFAULT_INPUT = Path(__file__).parent / "data" / "example_rollouts.json"
-COLUMNS = (
-    ("GRPO", "grpo", None),
-    ("GiGPO", "gigpo", None),
-    ("GraphGPO", "graphgpo", None),
-    ("Mile/md", "milegpo", "md"),
-    ("Mile/rcs", "milegpo", "rcs"),
-    ("HGPO", "hgpo", None),
-    ("G2PO", "g2po", None),
-    ("BEACON", "beacon", None),  # only on rollouts with milestone flags
-    ("ECPO", "ecpo", None),
-    ("ProGPO", "progpo", None),
-    ("MVPO", "mvpo", None),
-    ("MileGPO", "milegpo", "full"),  # last: its terms and diagnostics are printed below
-)
+
+
+def _columns() -> tuple[tuple[str, str, str | None], ...]:
+    """(title, estimator, stage) of every estimator and stage in the registry's order, the ablation
+    stages titled by four letters of the name (to fit the column), e.g. "Mile/md"; MileGPO full comes
+    last, since its terms and diagnostics are printed below."""
+    milegpo = registry.spec_of("milegpo")
+    columns = []
+    for spec in registry.SPECS:
+        for stage in registry.variants(spec):
+            if stage is None:
+                columns.append((spec.label, spec.name, None))
+            elif not (spec is milegpo and stage == milegpo.stages[0]):
+                columns.append((f"{spec.label[:4]}/{stage}", spec.name, stage))
+    return (*columns, (milegpo.label, milegpo.name, milegpo.stages[0]))
+
+
+COLUMNS = _columns()
 TRANSITION_WIDTH = 46
 
 
@@ -53,7 +58,7 @@ def _shorten(text: str, width: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m experiments.replay", description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", default=str(DEFAULT_INPUT), help="rollout JSON (default: the bundled example)")
-    parser.add_argument("--recipe", default="alfworld", choices=["alfworld", "webshop"])
+    parser.add_argument("--recipe", default=registry.DEFAULT_RECIPE, choices=registry.RECIPES)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="MileGPO option override")
     add_limit_options(parser)
     try:

@@ -41,28 +41,18 @@ import numpy as np
 
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.batch import build_batch
+from milegpo_jax.credit import registry
 from milegpo_jax.credit.config import make_credit_config
-from milegpo_jax.credit.estimators import batch_structure, estimate_advantages
+from milegpo_jax.credit.estimators import estimate_advantages
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
 from milegpo_jax.rollout.collector import RolloutBatch, record_rows
 from milegpo_jax.rollout.lockstep import lockstep_rows
 
-CASES = (
-    ("grpo", None),
-    ("gigpo", None),
-    ("graphgpo", None),
-    ("milegpo", "md"),
-    ("milegpo", "rcs"),
-    ("milegpo", "full"),
-    ("hgpo", None),
-    ("g2po", None),
-    ("beacon", None),
-    ("ecpo", None),
-    ("progpo", None),
-    ("mvpo", None),
-)
+# Every estimator and stage of the registry, in its order (stages from the smallest ablation up).
+CASES = tuple((spec.name, stage) for spec in registry.SPECS for stage in registry.variants(spec))
+FAMILY = tuple(spec.name for spec in registry.SPECS if spec.page == "docs/credit-family.md")
 FAMILY_TARGETS = {"min_speedup": 10.0, "max_jnp_ms": 5.0}  # docs/credit-family.md, per paper batch
 END_TO_END_TARGET_MS = 3.0
 
@@ -139,7 +129,7 @@ def main(argv: list[str] | None = None) -> dict:
     for estimator, stage in CASES:
         cfg = make_credit_config(estimator, stage=stage)
         name = estimator if stage is None else f"{estimator}/{stage}"
-        structure = batch_structure(estimator)  # as compute_credit builds it without diagnostics
+        structure = registry.batch_structure(estimator)  # as compute_credit builds it without diagnostics
         device_batch = jax.device_put(build_batch(collected.credit_columns()[0], **structure)[0])
         start = time.perf_counter()
         jax.block_until_ready(estimate_advantages(device_batch, cfg))
@@ -170,7 +160,7 @@ def main(argv: list[str] | None = None) -> dict:
             f"{ref_ms / jnp_ms:>10.1f}{ref_ms / e2e_ms:>10.1f}"
         )
     full = figures["milegpo/full"]
-    family = [name for name in figures if name in ("hgpo", "g2po", "beacon", "ecpo", "progpo", "mvpo")]
+    family = [name for name in figures if name in FAMILY]
     targets = {
         "family_speedup_ge_10x": all(figures[n]["speedup"] >= FAMILY_TARGETS["min_speedup"] for n in family),
         "family_jnp_le_5ms": all(figures[n]["jnp_ms"] <= FAMILY_TARGETS["max_jnp_ms"] for n in family),

@@ -46,7 +46,12 @@ class Checkout:
             self.config = importlib.import_module("milegpo_jax.credit.config")
             self.synthetic = importlib.import_module("milegpo_jax.credit.testing.synthetic")
             self.reference = importlib.import_module("milegpo_jax.credit.testing.reference")
-            importlib.import_module("milegpo_jax.credit.family")  # imported lazily at trace time otherwise
+            # programs imported lazily at trace time would come from whichever checkout sys.path names
+            # then: an older checkout's family module is imported here (a newer one imports every
+            # program with its estimators package)
+            importlib.import_module("milegpo_jax.credit.estimators")
+            if (root / "milegpo_jax" / "credit" / "family.py").is_file():
+                importlib.import_module("milegpo_jax.credit.family")
         finally:
             sys.path.remove(str(root))
         self.modules = _own_modules()

@@ -108,6 +108,16 @@ class CreditBatch(NamedTuple):
     def edge_dst(self):  # int32 [G, E] node id of each distinct edge's v
         return self.edge_ends[..., 1, :]
 
+    # What the host built (``padded_batch``'s with_graph / with_row_clusters): this class alone knows
+    # how an absent part shows in the planes.
+    @property
+    def has_graph(self) -> bool:  # distinct edges, hops to the sink, regions (E = 0 without them)
+        return self.edge_mask.shape[-1] > 0
+
+    @property
+    def has_row_clusters(self) -> bool:  # state_action, history2/3 and first_visit planes
+        return self.step_ints.shape[-3] == 7
+
 
 @dataclasses.dataclass(frozen=True)
 class BatchLayout:
@@ -154,9 +164,9 @@ def padded_batch(
     only to the largest size; the minima fix a floor, so that a caller can keep one shape across batches.
     ``with_graph=False`` leaves out the graph structure: no edges numbered (E = 0, edge ids 0, no first
     uses), no hops to the sink and no regions (node planes 1 and 2 are 0): for callers whose programs
-    read none of it (``estimators.GRAPH_ESTIMATORS``), which saves the host that work.
-    ``with_row_clusters=False`` likewise leaves out the row clusters of HGPO, ECPO and ProGPO
-    (``estimators.CLUSTER_ESTIMATORS``): ``step_ints`` and ``step_flags`` then have 4 planes.
+    read none of it (``registry.batch_structure``), which saves the host that work.
+    ``with_row_clusters=False`` likewise leaves out the row clusters of HGPO, ECPO and ProGPO:
+    ``step_ints`` and ``step_flags`` then have 4 planes (``CreditBatch.has_graph``, ``has_row_clusters``).
 
     Two compiled passes over the steps (``_number_steps``, ``_fill_padded``; docs/credit.md §10.1):
     at the paper's batch size the equivalent numpy spent most of its time in the overhead of some

@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 
 from milegpo_jax.config import parse_credit_options
-from milegpo_jax.credit.config import ESTIMATORS, RECIPES, STAGES, CreditConfigError, make_credit_config
+from milegpo_jax.credit import registry
+from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.input_file import DEFAULT_MAX_INPUT_BYTES, read_rollout_file
 from milegpo_jax.credit.limits import DEFAULT_MAX_MEMORY_BYTES, CreditLimitError, check_memory, check_reward_range
 from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs
@@ -42,9 +43,11 @@ class OneLineParser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="python -m milegpo_jax.credit", description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", required=True, help="rollout JSON file")
-    parser.add_argument("--estimator", required=True, help=" | ".join(ESTIMATORS))
-    parser.add_argument("--recipe", help=f"{' | '.join(RECIPES)} (default alfworld)")
-    parser.add_argument("--stage", help=f"milegpo ablation stage: {' | '.join(STAGES)} (default full)")
+    parser.add_argument("--estimator", required=True, help=" | ".join(registry.NAMES))
+    parser.add_argument("--recipe", help=f"{' | '.join(registry.RECIPES)} (default {registry.DEFAULT_RECIPE})")
+    parser.add_argument(
+        "--stage", help=f"{'/'.join(registry.staged())} ablation stage: {' | '.join(registry.STAGES)} (default full)"
+    )
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a credit option")
     parser.add_argument("--output", help="write the result JSON here (default: stdout)")
     add_limit_options(parser)
@@ -96,8 +99,8 @@ def _write_atomically(path: Path, text: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
-        if args.stage is not None and args.stage not in STAGES:
-            raise CreditConfigError(f"unknown stage {args.stage!r}: choose one of {', '.join(STAGES)}")
+        if args.stage is not None and args.stage not in registry.STAGES:
+            raise CreditConfigError(f"unknown stage {args.stage!r}: choose one of {', '.join(registry.STAGES)}")
         cfg = make_credit_config(args.estimator, args.recipe, args.stage, parse_credit_options(args.set))
         check_limit_options(args)
         output = check_output_place(args.output) if args.output else None

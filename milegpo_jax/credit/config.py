@@ -2,9 +2,10 @@
 
 Every reconstruction choice R1-R16 of docs/credit.md §5.12 that is not fixed by the data model is an
 option here, defaulting to the documented choice. ``make_credit_config`` applies, in order: the field
-defaults, the estimator's recipe defaults (verl-agent run scripts for GRPO/GiGPO/GraphGPO, paper
-Table 5 for MileGPO), the MileGPO stage, then user overrides (typed values; a command line's
-``--set key=value`` text is parsed by ``milegpo_jax.config.parse_credit_options``).
+defaults, the estimator's recipe defaults (its ``EstimatorSpec.recipes`` in ``credit/registry.py``:
+verl-agent run scripts for GRPO/GiGPO/GraphGPO, paper Table 5 for MileGPO), the MileGPO stage, then
+user overrides (typed values; a command line's ``--set key=value`` text is parsed by
+``milegpo_jax.config.parse_credit_options``).
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-# The first four are docs/credit.md; the six after them are the step-credit family of
-# docs/credit-family.md (milegpo_jax/credit/family.py).
-ESTIMATORS = ("grpo", "gigpo", "graphgpo", "milegpo", "hgpo", "g2po", "beacon", "ecpo", "progpo", "mvpo")
+from milegpo_jax.credit import registry
+
+# Names, stages and recipes come from the registry (one EstimatorSpec per estimator, docs/credit.md §13).
+ESTIMATORS = registry.NAMES
 # Estimators that read the per-step ``milestone`` flag of the rollout record.
-NEEDS_MILESTONES = ("beacon",)
-RECIPES = ("alfworld", "webshop")
-STAGES = ("full", "rcs", "md")
+NEEDS_MILESTONES = registry.reading("milestones")
+RECIPES = registry.RECIPES
+STAGES = registry.STAGES
 
 # Comparisons against a threshold (trap score >= 0.10, m >= θ_m, ψ > 0, c_bcc > 0) treat values
 # within this distance of it as on it. Rates such as 0.25·0.6·(2/3) = 0.1 land on either side of the
@@ -172,34 +174,7 @@ class CreditConfig:
         return self.norm_mode if self.episode_norm_mode == "same" else self.episode_norm_mode
 
 
-# Recipe defaults. GRPO/GiGPO/GraphGPO follow verl-agent's run scripts (docs/credit.md §5.10); MileGPO
-# follows paper Table 5 (docs/credit.md §5.10). GraphGPO keeps its code's d_max + 1 rule for unreachable states.
-_RECIPE_DEFAULTS: dict[tuple[str, str], dict[str, Any]] = {
-    ("grpo", "alfworld"): {"norm_mode": "mean_std"},
-    ("grpo", "webshop"): {"norm_mode": "mean_std"},
-    ("gigpo", "alfworld"): {"norm_mode": "mean_std", "gamma": 0.95},
-    ("gigpo", "webshop"): {"norm_mode": "mean", "gamma": 0.95},
-    ("graphgpo", "alfworld"): {"norm_mode": "mean_std", "graph_gamma": 0.1, "unreachable": "dmax_plus_one"},
-    ("graphgpo", "webshop"): {"norm_mode": "mean_std", "graph_gamma": 0.2, "unreachable": "dmax_plus_one"},
-    ("milegpo", "alfworld"): {"norm_mode": "mean_std", "eta": 0.2, "theta_m": 1.1, "rho": 0.0, "kappa_bc": 0},
-    ("milegpo", "webshop"): {"norm_mode": "mean", "eta": 1.0, "theta_m": 0.5, "rho": 0.5, "kappa_bc": 1},
-    # The family (docs/credit-family.md): HGPO / G2PO / BEACON follow their public run scripts; ECPO and
-    # ProGPO use GiGPO's script modes; MVPO is mean-std on both.
-    ("hgpo", "alfworld"): {"norm_mode": "mean_std", "gamma": 0.95, "hgpo_history": 2},
-    ("hgpo", "webshop"): {"norm_mode": "mean", "gamma": 0.95, "hgpo_history": 2},
-    ("g2po", "alfworld"): {"norm_mode": "mean_std"},
-    ("g2po", "webshop"): {"norm_mode": "mean"},
-    ("beacon", "alfworld"): {"norm_mode": "mean", "beacon_gamma": 0.9, "step_weight": 10.0, "invalid_penalty": 0.1},
-    ("beacon", "webshop"): {"norm_mode": "mean", "beacon_gamma": 0.95, "step_weight": 1.0, "invalid_penalty": 1.0},
-    ("ecpo", "alfworld"): {"norm_mode": "mean_std"},
-    ("ecpo", "webshop"): {"norm_mode": "mean"},
-    ("progpo", "alfworld"): {"norm_mode": "mean_std"},
-    ("progpo", "webshop"): {"norm_mode": "mean"},
-    ("mvpo", "alfworld"): {"norm_mode": "mean_std"},
-    ("mvpo", "webshop"): {"norm_mode": "mean_std"},
-}
-
-DEFAULT_RECIPE = "alfworld"
+DEFAULT_RECIPE = registry.DEFAULT_RECIPE
 
 
 def _checked(name: str, value: Any, field_type: type) -> Any:
@@ -231,9 +206,10 @@ def make_credit_config(
     recipe = DEFAULT_RECIPE if recipe is None else recipe
     if recipe not in RECIPES:
         raise CreditConfigError(f"unknown recipe {recipe!r}: choose one of {', '.join(RECIPES)}")
-    if stage is not None and estimator != "milegpo":
-        raise CreditConfigError(f"--stage applies to milegpo only, not {estimator}")
-    values: dict[str, Any] = {"estimator": estimator, **_RECIPE_DEFAULTS[(estimator, recipe)]}
+    spec = registry.spec_of(estimator)
+    if stage is not None and not spec.stages:
+        raise CreditConfigError(f"--stage applies to {', '.join(registry.staged())} only, not {estimator}")
+    values: dict[str, Any] = {"estimator": estimator, **spec.recipes[recipe]}
     if stage is not None:
         values["stage"] = stage
     for name, value in (overrides or {}).items():

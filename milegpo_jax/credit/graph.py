@@ -18,8 +18,6 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
-from milegpo_jax.credit.config import TIE_RELATIVE_TOLERANCE
-
 
 def float_dtype() -> jnp.dtype:
     """The working float type: float64 inside ``jax.enable_x64(True)`` (precision="float64"), else float32."""
@@ -211,46 +209,3 @@ class Segments:
     def max(self, columns: jax.Array) -> jax.Array:
         """[R, C] per-row maxima (-inf from rows outside the mask)."""
         return self._reduce(columns, -jnp.inf, "max")
-
-
-def segment_normalize(
-    values: jax.Array,
-    penalty: jax.Array,
-    segments: jax.Array,
-    mask: jax.Array,
-    num_segments: int,
-    mode: str,
-    epsilon: float,
-) -> jax.Array:
-    """verl-agent's step-level group normalisation (docs/credit.md §1.3) of ``values - penalty`` per segment.
-
-    Groups of one row give 0; otherwise (x - mean) / (sample std + eps) or x - mean. Masked rows -> 0.
-    ``values`` and ``penalty`` may carry a trailing axis of C columns ([..., C] with ``segments`` and
-    ``mask`` of shape [...]): each column is normalised on its own, in the same scatters.
-
-    Why the penalty comes separately: in float32, 9.025 - 0.1 carries an error of ~5e-7, which a
-    segment std of ~0.05 (rows that differ only by the invalid penalty) amplifies to ~1e-5. Each value
-    is therefore first shifted by its segment's largest value (exactly 0 for tied values), and only
-    then is the small penalty subtracted; a second shift makes rows with equal totals exactly 0, so a
-    constant segment has exactly zero spread instead of rounding noise that the std would amplify.
-    The normalised result is mathematically unchanged.
-    """
-    stacked = values.ndim > segments.ndim
-    shape = values.shape
-    columns = values.shape[-1] if stacked else 1
-    values, penalty = values.reshape(-1, columns), penalty.reshape(-1, columns)
-    segs = Segments(segments, mask, num_segments)
-    row_mask = segs.mask[:, None]
-
-    top_and_scale = segs.max(jnp.concatenate([values, jnp.abs(values - penalty)], axis=1))
-    top, scale = top_and_scale[:, :columns], top_and_scale[:, columns:]
-    first_shift = values - jnp.where(row_mask, top, 0.0) - penalty
-    shifted = first_shift - jnp.where(row_mask, segs.max(first_shift), 0.0)
-    count_and_total = segs.sum(jnp.concatenate([jnp.ones_like(shifted[:, :1]), shifted], axis=1))
-    count, total = count_and_total[:, :1], count_and_total[:, 1:]
-    deviation = shifted - total / jnp.maximum(count, 1.0)
-    std = jnp.sqrt(segs.sum(deviation**2) / jnp.maximum(count - 1.0, 1.0))
-    spread = (count > 1) & (std > TIE_RELATIVE_TOLERANCE * jnp.maximum(scale, 0.0))  # else a tie: 0 (config.py)
-    if mode == "mean_std":
-        deviation = deviation / (std + epsilon)
-    return jnp.where(row_mask & spread, deviation, 0.0).reshape(shape)

@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from milegpo_jax.credit import registry
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
@@ -32,9 +33,10 @@ from milegpo_jax.credit.testing.reference_family import state_sequences, viabili
 from milegpo_jax.credit.testing.graph import candidate_distances
 from tests.credit.strategies import batches_of_groups, family_batches, family_option_overrides, option_overrides
 
-ESTIMATORS = ("grpo", "gigpo", "graphgpo", "milegpo")  # docs/credit.md
-FAMILY = ("hgpo", "g2po", "beacon", "ecpo", "progpo", "mvpo")  # docs/credit-family.md
-RECIPES = ("alfworld", "webshop")
+# Every registered estimator (docs/credit.md §13): those of docs/credit.md, then the family's.
+ESTIMATORS = tuple(spec.name for spec in registry.SPECS if spec.page.startswith("docs/credit.md"))
+FAMILY = tuple(spec.name for spec in registry.SPECS if spec.page == "docs/credit-family.md")
+RECIPES = registry.RECIPES
 # Few distinct shapes: hypothesis examples reuse compiled functions instead of recompiling each time.
 BUCKETS = {"min_groups": 4, "min_trajectories": 8, "min_steps": 8, "min_nodes": 8}
 # Example counts come from the hypothesis profile (tests/conftest.py); HYPOTHESIS_PROFILE=stress searches longer.

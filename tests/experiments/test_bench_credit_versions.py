@@ -34,7 +34,7 @@ def test_a_checkout_against_itself_and_against_a_changed_copy(tmp_path):
     changed = tmp_path / "changed"
     for package in ("milegpo_jax", "experiments"):
         shutil.copytree(REPO / package, changed / package, ignore=shutil.ignore_patterns("__pycache__", "data"))
-    estimators = changed / "milegpo_jax" / "credit" / "estimators.py"
+    estimators = changed / "milegpo_jax" / "credit" / "estimators" / "baselines.py"  # GRPO's program
     text = estimators.read_text()
     assert 'return {"adv_episode": adv_episode, "advantage": adv_episode}' in text
     estimators.write_text(text.replace('"advantage": adv_episode}', '"advantage": 2.0 * adv_episode}'))

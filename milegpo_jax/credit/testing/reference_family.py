@@ -348,32 +348,8 @@ def mvpo_details(group: Group, cfg: CreditConfig, kappa: float) -> dict:
 # Entry points
 # ---------------------------------------------------------------------------------------------------
 
-FAMILY_DETAILS = {
-    "hgpo": hgpo_details,
-    "g2po": g2po_details,
-    "beacon": beacon_details,
-    "ecpo": ecpo_details,
-    "progpo": progpo_details,
-}
-
-
-def family_details(group: Group, cfg: CreditConfig, ema_prev: float = 0.0) -> dict:
-    """One group's details; MVPO runs it as a one-group batch."""
-    if cfg.estimator == "mvpo":
-        return mvpo_details(group, cfg, mvpo_kappa([group], cfg, ema_prev)[1])
-    return FAMILY_DETAILS[cfg.estimator](group, cfg)
-
-
-def family_advantages(
-    groups: Sequence[Group], cfg: CreditConfig, ema_prev: float = 0.0
-) -> tuple[list[list[list[float]]], float]:
-    """(advantages per group, per trajectory, per step; MVPO's updated EMA, ``ema_prev`` otherwise)."""
-    ema_new = ema_prev
-    if cfg.estimator == "mvpo":
-        ema_new, kappa = mvpo_kappa(groups, cfg, ema_prev)
-        details = [mvpo_details(group, cfg, kappa) for group in groups]
-    else:
-        details = [FAMILY_DETAILS[cfg.estimator](group, cfg) for group in groups]
-    advantages = [[[row["advantage"] for row in traj] for traj in d["rows"]] for d in details]
-    return advantages, ema_new
-
+def mvpo_batch_details(groups: Sequence[Group], cfg: CreditConfig, ema_prev: float) -> tuple[list[dict], float]:
+    """MVPO over a batch (its reference in the registry): κ from every group's successes and the EMA,
+    then each group's details; (details per group, the updated EMA)."""
+    ema_new, kappa = mvpo_kappa(groups, cfg, ema_prev)
+    return [mvpo_details(group, cfg, kappa) for group in groups], ema_new

@@ -1,16 +1,16 @@
 """The step-credit family beside MileGPO: HGPO, G2PO, BEACON, ECPO, ProGPO, MVPO (docs/credit-family.md).
 
-Same contract as ``estimators.py``: per-group maths over one group's padded [K, T] rows, vmapped over
-groups by the registry there, advantages exactly 0 on padded rows. They reuse the shared terms
-(episode term Norm_q(Z), anchor normalisation, discounted returns, GiGPO itself) rather than
-recomputing them. Clusters that are not keyed by one state (HGPO's history suffixes, ECPO's
-(state, action) pairs) come numbered from the host (``CreditBatch.history2/3``, ``state_action``;
+Same contract as ``baselines.py``: per-group maths over one group's padded [K, T] rows (MVPO: the
+batch, for its success EMA), advantages exactly 0 on padded rows. They reuse the shared terms of
+``terms.py`` (episode term Norm_q(Z), anchor normalisation, discounted returns) and GiGPO itself
+rather than recomputing them. Clusters that are not keyed by one state (HGPO's history
+suffixes, ECPO's (state, action) pairs) come numbered from the host (``CreditBatch.history2/3``, ``state_action``;
 HGPO's orders above 3 get dense ids from a sort of their integer codes), then segment sums.
 
 Exactness (docs/credit-family.md, "Exactness"): a value equal to its cluster's other members must
 get a deviation of exactly 0, so values are shifted by their cluster maximum before the small
 invalid penalty is subtracted, and spreads below TIE_RELATIVE_TOLERANCE of the magnitude count as
-ties, exactly as ``graph.segment_normalize`` does.
+ties, exactly as ``terms.segment_normalize`` does (``terms.exact_shift``).
 """
 
 from __future__ import annotations
@@ -20,56 +20,23 @@ import jax.numpy as jnp
 
 from milegpo_jax.credit.batch import CreditBatch
 from milegpo_jax.credit.config import TIE_RELATIVE_TOLERANCE, CreditConfig
-from milegpo_jax.credit.estimators import (
-    _gigpo_group,
-    _grpo_group,
+from milegpo_jax.credit.estimators.baselines import gigpo_group, grpo_group
+from milegpo_jax.credit.estimators.terms import (
+    Clusters,
     anchor_normalize,
     discounted_returns,
     episode_advantage,
     episode_returns,
     invalid_penalty,
+    safe_div,
+    segment_normalize,
 )
-from milegpo_jax.credit.graph import Segments, dense_ids, float_dtype, scan_steps, segment_normalize, trajectory_success
-
-# ----------------------------------------------------------------------------------------- helpers
-
-
-class _Clusters:
-    """Segment statistics of rows keyed by ``ids`` (invalid rows in the dump segment ``num``)."""
-
-    def __init__(self, ids: jax.Array, mask: jax.Array, num: int):
-        self.mask, self.segments = mask, Segments(ids, mask, num + 1)
-        self.count = self.sum(jnp.ones(ids.shape, float_dtype()))
-
-    def sum(self, x: jax.Array) -> jax.Array:
-        """[R] per-row sum of ``x`` over the row's cluster."""
-        return self.segments.sum(x[:, None])[:, 0]
-
-    def max(self, x: jax.Array) -> jax.Array:
-        return self.segments.max(x[:, None])[:, 0]
-
-    def mean(self, x: jax.Array) -> jax.Array:
-        return self.sum(x) / jnp.maximum(self.count, 1.0)
-
-    def deviation(self, values: jax.Array, penalty: jax.Array) -> tuple[jax.Array, jax.Array]:
-        """(deviation of ``values - penalty`` from its cluster mean, max |values - penalty| per cluster).
-
-        The two shifts by the cluster maximum make equal totals bit-equal (module docstring); the
-        magnitude scales the tie tolerance."""
-        top, scale = self.segments.max(jnp.stack([values, jnp.abs(values - penalty)], axis=1)).T
-        shifted = values - jnp.where(self.mask, top, 0.0) - penalty
-        shifted = shifted - jnp.where(self.mask, self.max(shifted), 0.0)
-        return jnp.where(self.mask, shifted - self.mean(shifted), 0.0), scale
-
-
-def _safe_div(numerator, denominator):
-    return jnp.where(denominator > 0, numerator / jnp.where(denominator > 0, denominator, 1.0), 0.0)
-
+from milegpo_jax.credit.graph import Segments, dense_ids, float_dtype, scan_steps, trajectory_success
 
 # ----------------------------------------------------------------------------------------- HGPO
 
 
-def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+def hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """HGPO: a weighted mean of GiGPO-return deviations over history-suffix clusters k = 1..H+1."""
     K, T = b.src.shape
     N = b.node_mask.shape[-1]
@@ -92,7 +59,7 @@ def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
         elif k > 3:  # the row before a keyed row is keyed one order lower: its id is below rows
             earlier = jnp.concatenate([jnp.zeros((K, 1), history.dtype), history.reshape(K, T)[:, :-1]], axis=1)
             history = dense_ids(earlier.ravel() * N + b.src.ravel(), keyed, rows * N)
-        clusters = _Clusters(history, keyed, rows if k > 1 else N)
+        clusters = Clusters(history, keyed, rows if k > 1 else N)
         deviation, scale = clusters.deviation(values, pen)
         std = jnp.sqrt(clusters.mean(deviation**2))  # population std
         kept = keyed & (clusters.count > 1) & (jnp.abs(deviation) > TIE_RELATIVE_TOLERANCE * scale)
@@ -114,7 +81,7 @@ def _hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
 # ----------------------------------------------------------------------------------------- G2PO
 
 
-def _g2po_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+def g2po_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """G2PO: anchor-normalised next-state values plus the group-normalised TD gain."""
     K, T = b.src.shape
     N = b.node_mask.shape[-1]
@@ -127,7 +94,7 @@ def _g2po_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     weight = b.step_mask.astype(float_dtype())
     value_sum = jnp.zeros(N, float_dtype()).at[b.src].add(row_value * weight)
     value_count = jnp.zeros(N, float_dtype()).at[b.src].add(weight)
-    state_value = _safe_div(value_sum, value_count)  # V(s): mean over the anchor's rows
+    state_value = safe_div(value_sum, value_count)  # V(s): mean over the anchor's rows
     next_src = jnp.concatenate([b.src[:, 1:], b.src[:, -1:]], axis=1)
     terminal = jnp.where(success, cfg.success_reward, 0.0)[:, None]
     next_value = jnp.where(t[None, :] + 1 < length[:, None], state_value[next_src], terminal)
@@ -151,7 +118,7 @@ def _g2po_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
 # ----------------------------------------------------------------------------------------- BEACON
 
 
-def _beacon_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+def beacon_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """BEACON: discounted reward to the next milestone, normalised within (group, segment)."""
     T = b.src.shape[-1]
     t = jnp.arange(T)
@@ -177,7 +144,7 @@ def _beacon_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
 # ----------------------------------------------------------------------------------------- ECPO
 
 
-def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+def ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """ECPO [reconstructed]: shrunk per-action deviations at each anchor, gated by the between-action
     share of the anchor's variance."""
     K, T = b.src.shape
@@ -185,10 +152,10 @@ def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     mask = b.step_mask.ravel()
     step_return = discounted_returns(b, cfg.gamma).ravel()
     penalty = invalid_penalty(b, cfg).ravel()
-    anchor = _Clusters(b.src.ravel(), mask, N)
+    anchor = Clusters(b.src.ravel(), mask, N)
     # (s_t, action) pairs, every invalid step at an anchor the one action "<invalid>" (E2), numbered
     # on the host (docs/credit.md §10.1)
-    pair = _Clusters(b.state_action.ravel(), mask, K * T)
+    pair = Clusters(b.state_action.ravel(), mask, K * T)
     deviation, scale = anchor.deviation(step_return, penalty)
     std = jnp.sqrt(anchor.sum(deviation**2) / jnp.maximum(anchor.count - 1.0, 1.0))
     spread = mask & (anchor.count > 1) & (std > TIE_RELATIVE_TOLERANCE * scale)
@@ -214,14 +181,14 @@ def _ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
 # ----------------------------------------------------------------------------------------- ProGPO
 
 
-def _progpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
+def progpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """ProGPO [reconstructed]: in a group without any success, GiGPO on first-visit novelty rewards."""
     novelty = b.step_mask & b.first_visit  # n_t: s_{t+1} not among s_0..s_t (the host's, docs/credit.md §10.1)
     zero_group = ~jnp.any(trajectory_success(b.reward, b.step_mask, b.traj_mask))
     # The base estimator on the novelty rewards in a group without success, on its own rewards
     # otherwise: one pass of it, with the rewards chosen first.
     coverage = jnp.where(novelty, cfg.progpo_coverage_reward, 0.0).astype(float_dtype())
-    base = _gigpo_group if cfg.progpo_base == "gigpo" else _grpo_group
+    base = gigpo_group if cfg.progpo_base == "gigpo" else grpo_group
     return {
         "novelty": novelty.astype(float_dtype()),
         "zero_group": jnp.broadcast_to(zero_group, b.step_mask.shape),
@@ -271,7 +238,7 @@ def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
     return b.region, jnp.where(real, sequence, -1), real
 
 
-def _mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str, jax.Array]:
+def mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str, jax.Array]:
     """MVPO [reconstructed]: GiGPO anchor credit where the anchor is informative, else κ·λ·ΔΦ."""
     K, T = b.src.shape
     N = b.node_mask.shape[-1]
@@ -282,7 +249,7 @@ def _mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str
     visits = jnp.zeros((K, N), bool).at[rows, jnp.maximum(region, 0)].max(real)  # [K, regions]
     visitors = jnp.sum(visits & b.traj_mask[:, None], axis=0).astype(float_dtype())
     successes = jnp.sum(visits & success[:, None], axis=0).astype(float_dtype())
-    future = _safe_div(successes, visitors)  # F(ρ) (M2)
+    future = safe_div(successes, visitors)  # F(ρ) (M2)
     position = jnp.arange(T + 1)
     repeat = real & (first_positions(region, real, N) < position[None, :])  # region entered before
     distinct = scan_steps((real & ~repeat).astype(jnp.int32), jnp.add, 0).astype(float_dtype())  # D_{i,u} (M3)
@@ -315,20 +282,8 @@ def _mvpo_group(b: CreditBatch, cfg: CreditConfig, kappa: jax.Array) -> dict[str
     }
 
 
-def _mvpo_batch(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
+def mvpo_batch(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
+    """The registry's program: κ from the batch's success EMA, then MVPO on every group."""
     ema_new, kappa = mvpo_kappa(batch, cfg, ema_prev)
-    terms = jax.vmap(lambda group: _mvpo_group(group, cfg, kappa))(batch)
+    terms = jax.vmap(lambda group: mvpo_group(group, cfg, kappa))(batch)
     return {**terms, "ema_new": ema_new, "kappa": kappa}
-
-
-# ----------------------------------------------------------------------------------------- registry
-
-GROUP_ESTIMATORS = {
-    "hgpo": _hgpo_group,
-    "g2po": _g2po_group,
-    "beacon": _beacon_group,
-    "ecpo": _ecpo_group,
-    "progpo": _progpo_group,
-}
-# Estimators with state across the groups of a batch: (batch, cfg, ema_prev) -> terms incl. "ema_new".
-BATCH_ESTIMATORS = {"mvpo": _mvpo_batch}

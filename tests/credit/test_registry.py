@@ -1,0 +1,47 @@
+"""The estimator registry (docs/credit.md §13): every table derives from one EstimatorSpec per estimator."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from milegpo_jax.credit import registry
+from milegpo_jax.credit.config import CreditConfig, CreditConfigError, make_credit_config
+
+
+def test_every_option_belongs_to_the_shared_ones_or_an_estimator():
+    fields = {field.name for field in dataclasses.fields(CreditConfig)} - {"estimator"}
+    owned = set(registry.SHARED_OPTIONS) | {option for spec in registry.SPECS for option in spec.options}
+    assert owned == fields
+
+
+@pytest.mark.parametrize("spec", registry.SPECS, ids=lambda spec: spec.name)
+def test_spec_resolves_and_configures(spec):
+    assert callable(registry.load(spec.program)) and callable(registry.load(spec.reference))
+    for recipe, defaults in spec.recipes.items():
+        cfg = make_credit_config(spec.name, recipe)
+        assert all(getattr(cfg, name) == value for name, value in defaults.items())
+    for stage in spec.stages:
+        assert make_credit_config(spec.name, stage=stage).stage == stage
+    if not spec.stages:
+        with pytest.raises(CreditConfigError, match="--stage applies to milegpo only"):
+            make_credit_config(spec.name, stage="md")
+
+
+def test_structure_follows_what_the_program_reads():
+    assert registry.reading("graph") == ("graphgpo", "milegpo", "mvpo")
+    assert registry.reading("clusters") == ("hgpo", "ecpo", "progpo")
+    assert registry.reading("milestones") == ("beacon",)
+    assert registry.batch_structure("mvpo") == {"with_graph": True, "with_row_clusters": False}
+    assert [spec.name for spec in registry.SPECS if spec.level == "batch"] == ["mvpo"]
+    assert registry.variants(registry.spec_of("milegpo")) == ("md", "rcs", "full")
+    assert registry.variants(registry.spec_of("grpo")) == (None,)
+
+
+def test_a_bad_spec_is_refused():
+    spec = registry.spec_of("grpo")
+    with pytest.raises(ValueError, match="batch-level"):
+        dataclasses.replace(spec, level="batch")
+    with pytest.raises(ValueError, match="recipes"):
+        dataclasses.replace(spec, recipes={"alfworld": {}})
