@@ -51,6 +51,9 @@ LIBTPU_VERSION = "0.0.42.1"  # the libtpu wheel jax[tpu]==0.10.2 pins
 # .../v5e, .../v5p, .../v6e: "HBM2 capacity" / "HBM capacity" per chip). The pages write GB; the TPU compiler's
 # own out-of-memory message ("exceeds available HBM (15.75G)" on v5e, a little reserved) shows they are GiB.
 HBM_GIB = {"v4": 32, "v5e": 16, "v5p": 95, "v6e": 32}
+# Peak dense bf16 FLOP/s and HBM bandwidth (bytes/s) per chip, from the same pages ("Peak compute per
+# chip (bf16)", "HBM bandwidth"): the roofline of a step.
+PEAK = {"v5e": (197e12, 819e9), "v5p": (459e12, 2765e9), "v6e": (918e12, 1640e9)}
 WHAT = ("train", "prefill", "decode")
 
 
@@ -135,6 +138,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--dtype", default="bfloat16", help="weights and compute dtype, or 'config' for the config's")
     parser.add_argument("--logits-chunk", type=int, default=None,
                         help="LM-head positions per chunk in the PPO loss (default: the config's ppo.logits_chunk)")
+    parser.add_argument("--no-cost", action="store_true",
+                        help="skip the train step's FLOPs, bytes and roofline (two more compiles of probes)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     return parser.parse_args(rest), overrides
 
@@ -183,12 +188,15 @@ def model_config(config, model: str | None, dtype: str):
     from milegpo_jax.models import config_from_hf, preset
     from milegpo_jax.models.qwen2 import PRESETS
 
+    from milegpo_jax.models.runtime import RuntimeOptions
+
     section = config.model
-    if dtype == "config":
-        dtypes = {"param_dtype": section.param_dtype, "dtype": section.compute_dtype}
-    else:
-        dtypes = {"param_dtype": dtype, "dtype": dtype}
-    runtime = {**dtypes, "remat": section.remat, "scan_layers": section.scan_layers}
+    dtypes = (section.param_dtype, section.compute_dtype) if dtype == "config" else (dtype, dtype)
+    # every runtime option of the run (remat, scan, attention block and kernel), as the trainer's model has
+    options = dataclasses.replace(RuntimeOptions.from_config(config), param_dtype=dtypes[0], compute_dtype=dtypes[1])
+    runtime = {"param_dtype": options.param_dtype, "dtype": options.compute_dtype, "remat": options.remat,
+               "scan_layers": options.scan_layers, "attention_block": options.attention_block,
+               "attention_impl": options.attention_impl}
     if model is not None:
         if model not in PRESETS:
             raise AotError(f"--model {model!r}: unknown preset; available: {', '.join(sorted(PRESETS))}")
@@ -254,6 +262,8 @@ class Report:
     code: int = 0
     compile_s: float = 0.0
     error: str = ""  # the compiler refused (e.g. out of HBM) or arguments alone exceed HBM
+    attention: str = ""  # the form the program's cache-free attention takes (train)
+    cost: dict = dataclasses.field(default_factory=dict)  # FLOPs, bytes and roofline per chip (train)
 
     @property
     def total(self) -> int:
@@ -353,17 +363,85 @@ def train_step_program(config, graphdef, runtime):
     return build_train_step(config, graphdef, runtime), shape
 
 
-def train_program(config, model_cfg, mesh, hbm: int, runtime) -> Report:
-    from milegpo_jax.parallel import logical_sharding
+def jitted_with_arguments(step, params, param_shardings, sharding, shape):
+    """(the jitted ``step``, its abstract arguments) for batches of ``shape`` (micro-batches, sequences,
+    positions), parameters and optimizer state placed and donated as the trainer does."""
     from milegpo_jax.train.step import batch_shapes, jit_train_step, train_step_shardings
+
+    _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
+    opt_state = with_shardings(abstract_opt, opt_shardings)
+    batch = batch_shapes(step.loss.keys, *shape, sharding)
+    return jit_train_step(step, param_shardings, opt_shardings), (params, opt_state, batch)
+
+
+def kernel_attention_flops(model_cfg, sequences: int, length: int) -> float:
+    """FLOPs of a fused attention kernel, which the compiler's cost analysis does not see (a custom call):
+    the score and value matmuls (2 x 2 x block^2 x head_dim each per head) of the block pairs on or below the
+    diagonal, forward (2 matmuls), recomputed forward under remat (2) and backward (7: dq 3, dk/dv 4)."""
+    from milegpo_jax.models.attention import KERNEL_BLOCK
+
+    block = 512 if length % 512 == 0 else KERNEL_BLOCK
+    n = length // block
+    matmuls = 2 + (2 if model_cfg.remat != "none" else 0) + 7
+    per_head = matmuls * 2 * block * block * model_cfg.head_dim * n * (n + 1) // 2
+    return float(sequences * model_cfg.num_layers * model_cfg.num_heads * per_head)
+
+
+def train_cost(config, model_cfg, mesh, runtime, shape, generation: str) -> dict:
+    """FLOPs and HBM bytes of one train step per chip, its roofline time on ``generation`` and the MFU bound.
+
+    ``compiled.cost_analysis()`` counts a loop body once (checked on the TPU compiler: a 10-step
+    ``lax.scan`` of a matmul reports one matmul), and the step loops over micro-batches, layers (scanned)
+    and LM-head chunks. So this compiles probes without loops: layers unrolled, the LM head unchunked,
+    one micro-batch of ``s`` and of ``2 s`` sequences (``s``: the rows' shards, one sequence each). Their
+    difference is the cost per ``s`` sequences, the rest is the per-step part (the optimizer update);
+    the step is the rest plus its sequences' share. A fused kernel's FLOPs are added by formula."""
+    import math as _math
+
+    from milegpo_jax.models import num_params
+    from milegpo_jax.models.attention import KERNEL_PLATFORMS, choose_attention
+    from milegpo_jax.parallel import logical_sharding
+    from milegpo_jax.train.step import build_train_step
+
+    micro, rows, length = shape
+    sharding = logical_sharding(mesh, "train")
+    shards = _math.prod(mesh.shape[a] for a in ("data", "fsdp") if a in mesh.shape)
+    probe_cfg = model_cfg.replace(scan_layers=False)
+    probe_runtime = dataclasses.replace(runtime, scan_layers=False, logits_chunk=0)
+    points = []
+    for sequences in (shards, 2 * shards):
+        graphdef, params, param_shardings = abstract_params(probe_cfg, sharding)
+        step = build_train_step(config, graphdef, probe_runtime)
+        jitted, arguments = jitted_with_arguments(step, params, param_shardings, sharding, (1, sequences, length))
+        analysis = jitted.lower(*arguments).compile().cost_analysis()
+        analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+        points.append((float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))))
+    groups = micro * rows / shards  # the step's sequences in probe units
+    per_group = [b - a for a, b in zip(*points)]
+    fixed = [a - d for a, d in zip(points[0], per_group)]
+    flops, bytes_ = (f + groups * d for f, d in zip(fixed, per_group))
+    chips = mesh.size
+    form = choose_attention(model_cfg.attention_impl, "tpu", length, model_cfg.attention_block)
+    if form in KERNEL_PLATFORMS:
+        flops += kernel_attention_flops(model_cfg, micro * rows, length) / chips
+    peak_flops, bandwidth = PEAK[generation]
+    roofline_s = max(flops / peak_flops, bytes_ / bandwidth)
+    model_flops = 6 * num_params(model_cfg) * micro * rows * length / chips  # 6 N per token trained
+    return {"flops": flops, "bytes": bytes_, "compute_s": flops / peak_flops, "memory_s": bytes_ / bandwidth,
+            "roofline_s": roofline_s, "model_flops": model_flops, "mfu_bound": model_flops / (peak_flops * roofline_s)}
+
+
+def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = "", cost: bool = False) -> Report:
+    from milegpo_jax.models.attention import choose_attention
+    from milegpo_jax.parallel import logical_sharding
 
     sharding = logical_sharding(mesh, "train")
     graphdef, params, param_shardings = abstract_params(model_cfg, sharding)
     step, (micro, rows, length) = train_step_program(config, graphdef, runtime)
-    _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
-    opt_state = with_shardings(abstract_opt, opt_shardings)
-    batch = batch_shapes(step.loss.keys, micro, rows, length, sharding)
+    jitted, (params, opt_state, batch) = jitted_with_arguments(step, params, param_shardings, sharding,
+                                                               (micro, rows, length))
     report = Report("train", f"{micro} micro-batches x {rows} sequences x {length} tokens")
+    report.attention = choose_attention(model_cfg.attention_impl, "tpu", length, model_cfg.attention_block)
     # A lower bound without compiling: parameters, optimizer state and the summed gradients (parameter-sized)
     # are all alive at the update.
     state_bytes = per_chip_bytes((params, opt_state)) + per_chip_bytes(params)
@@ -372,9 +450,10 @@ def train_program(config, model_cfg, mesh, hbm: int, runtime) -> Report:
         report.error = (f"parameters, optimizer state and gradients alone take {state_bytes / GIB:.2f} GiB per chip "
                         "(not compiled)")
         return report
-    jitted = jit_train_step(step, param_shardings, opt_shardings)
     if compile_program(report, lambda: jitted.lower(params, opt_state, batch), hbm) is None:
         report.arguments = per_chip_bytes((params, opt_state, batch))
+    elif cost:
+        report.cost = train_cost(config, model_cfg, mesh, runtime, (micro, rows, length), generation)
     return report
 
 
@@ -458,6 +537,7 @@ def run(args, overrides) -> tuple[dict, bool]:
     from experiments.train import build_config
     from milegpo_jax.config import ConfigError
     from milegpo_jax.models import num_params
+    from milegpo_jax.models.attention import check_attention_impl
     from milegpo_jax.models.qwen2 import ModelConfigError
     from milegpo_jax.parallel import ShardingError, make_mesh
 
@@ -470,7 +550,8 @@ def run(args, overrides) -> tuple[dict, bool]:
     try:
         config = build_config(args.config, overrides)
         model_cfg, source = model_config(config, args.model, args.dtype)
-    except (ConfigError, ModelConfigError) as error:
+        check_attention_impl(model_cfg.attention_impl, "tpu")
+    except (ConfigError, ModelConfigError, ValueError) as error:
         raise AotError(str(error)) from None
     try:
         topology = topologies.get_topology_desc(platform="tpu", topology_name=args.topology)
@@ -487,11 +568,12 @@ def run(args, overrides) -> tuple[dict, bool]:
     count = num_params(model_cfg)
     size = f"{count / 1e9:.2f} B" if count >= 1e8 else f"{count / 1e6:.2f} M"
     print(f"model: {source}; {size} parameters, weights {model_cfg.param_dtype}, compute {model_cfg.dtype}, "
-          f"remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}")
+          f"remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}, attention {model_cfg.attention_impl}")
 
     reports = []
     if "train" in what:
-        reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args)))
+        reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args),
+                                     generation, cost=not args.no_cost))
     if "prefill" in what or "decode" in what:
         reports += sampler_programs(config, model_cfg, mesh, hbm, set(what))
 
@@ -499,7 +581,13 @@ def run(args, overrides) -> tuple[dict, bool]:
     print(f"{'program':8s} {'args':>7s} {'outputs':>7s} {'aliased':>7s} {'temps':>7s} {'code':>7s} {'total':>7s} / HBM  compile_s")
     for report in reports:
         print(report.line(hbm))
-        print(f"{'':8s} ({report.shapes})")
+        attention = f"; attention {report.attention}" if report.attention else ""
+        print(f"{'':8s} ({report.shapes}{attention})")
+        if report.cost:
+            c = report.cost
+            print(f"{'':8s} per chip and step: {c['flops'] / 1e12:.1f} TFLOP, {c['bytes'] / GIB:.1f} GiB of HBM traffic; "
+                  f"roofline {c['roofline_s']:.2f} s (compute {c['compute_s']:.2f} s, memory {c['memory_s']:.2f} s "
+                  f"on {generation}); MFU at most {c['mfu_bound']:.0%}")
     failed = [r for r in reports if not r.fits(hbm)]
     for report in failed:
         reason = report.error or (f"needs {report.total / GIB:.2f} GiB per chip, "

@@ -61,8 +61,9 @@ def check_attention_impl(impl: str, platform: str) -> None:
         raise ValueError(f"model.attention_impl={impl!r}: choose one of {', '.join(ATTENTION_IMPLS)}")
     needs = KERNEL_PLATFORMS.get(impl)
     if needs is not None and platform != needs:
+        choices = ["auto", "xla", "blocks"] + [name for name, where in KERNEL_PLATFORMS.items() if where == platform]
         raise ValueError(f"model.attention_impl={impl!r} runs on {needs.upper()} only; this run's devices are "
-                         f"{platform.upper()} (choose auto, xla or blocks)")
+                         f"{platform.upper()} (choose {', '.join(choices[:-1])} or {choices[-1]})")
 
 
 def choose_attention(impl: str, platform: str, length: int, block: int) -> str:
