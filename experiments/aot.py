@@ -187,7 +187,6 @@ def model_config(config, model: str | None, dtype: str):
     """The ``ModelConfig`` to compile and a phrase saying where its shape came from."""
     from milegpo_jax.models import config_from_hf, preset
     from milegpo_jax.models.qwen2 import PRESETS
-
     from milegpo_jax.models.runtime import RuntimeOptions
 
     section = config.model
@@ -413,7 +412,10 @@ def train_cost(config, model_cfg, mesh, runtime, shape, generation: str) -> dict
         graphdef, params, param_shardings = abstract_params(probe_cfg, sharding)
         step = build_train_step(config, graphdef, probe_runtime)
         jitted, arguments = jitted_with_arguments(step, params, param_shardings, sharding, (1, sequences, length))
-        analysis = jitted.lower(*arguments).compile().cost_analysis()
+        try:
+            analysis = jitted.lower(*arguments).compile().cost_analysis()
+        except RuntimeError as error:  # e.g. the unchunked LM head of the probe exceeds HBM
+            return {"error": f"the cost probe of {sequences} sequences did not compile: " + " ".join(str(error).split())[:300]}
         analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
         points.append((float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))))
     groups = micro * rows / shards  # the step's sequences in probe units
@@ -583,7 +585,9 @@ def run(args, overrides) -> tuple[dict, bool]:
         print(report.line(hbm))
         attention = f"; attention {report.attention}" if report.attention else ""
         print(f"{'':8s} ({report.shapes}{attention})")
-        if report.cost:
+        if report.cost.get("error"):
+            print(f"{'':8s} cost not measured: {report.cost['error']}")
+        elif report.cost:
             c = report.cost
             print(f"{'':8s} per chip and step: {c['flops'] / 1e12:.1f} TFLOP, {c['bytes'] / GIB:.1f} GiB of HBM traffic; "
                   f"roofline {c['roofline_s']:.2f} s (compute {c['compute_s']:.2f} s, memory {c['memory_s']:.2f} s "
