@@ -218,8 +218,11 @@ def test_chunked_logprobs_and_gradients_sharded(tied_checkpoint):
         assert _laid_out(var[...], params[path_][...].sharding.spec), path_
 
 
-@pytest.mark.parametrize("impl", ["splash", "gpu_flash"])
-@pytest.mark.parametrize("shape", [FSDP_TP, {"data": 2, "fsdp": 1, "tensor": 4}], ids=["kv_split", "kv_repeated"])
+KV_REPEATED = {"data": 2, "fsdp": 1, "tensor": 4}
+
+
+@pytest.mark.parametrize("impl, shape", [("splash", FSDP_TP), ("splash", KV_REPEATED), ("gpu_flash", FSDP_TP)],
+                         ids=["splash-kv_split", "splash-kv_repeated", "gpu_flash-kv_split"])
 def test_fused_attention_kernels_sharded(tied_checkpoint, impl, shape):
     """A kernel per device in a shard_map (Pallas interpreter): rows over data/fsdp, heads over tensor
     (the 2 KV heads repeated when 4 tensor devices cannot split them); log-probs and gradients of a
