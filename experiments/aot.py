@@ -138,8 +138,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--dtype", default="bfloat16", help="weights and compute dtype, or 'config' for the config's")
     parser.add_argument("--logits-chunk", type=int, default=None,
                         help="LM-head positions per chunk in the PPO loss (default: the config's ppo.logits_chunk)")
-    parser.add_argument("--no-cost", action="store_true",
-                        help="skip the train step's FLOPs, bytes and roofline (two more compiles of probes)")
+    parser.add_argument("--no-cost", action="store_true", help="leave out the train step's FLOPs and roofline")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     return parser.parse_args(rest), overrides
 
@@ -373,64 +372,54 @@ def jitted_with_arguments(step, params, param_shardings, sharding, shape):
     return jit_train_step(step, param_shardings, opt_shardings), (params, opt_state, batch)
 
 
-def kernel_attention_flops(model_cfg, sequences: int, length: int) -> float:
-    """FLOPs of a fused attention kernel, which the compiler's cost analysis does not see (a custom call):
-    the score and value matmuls (2 x 2 x block^2 x head_dim each per head) of the block pairs on or below the
-    diagonal, forward (2 matmuls), recomputed forward under remat (2) and backward (7: dq 3, dk/dv 4)."""
-    from milegpo_jax.models.attention import KERNEL_BLOCK
+def attention_flops(model_cfg, form: str, sequences: int, length: int) -> float:
+    """The attention matmuls one train step computes over ``sequences`` packed sequences, by form.
 
-    block = 512 if length % 512 == 0 else KERNEL_BLOCK
+    One unit is a query's dot products with ``length`` keys, ``2 * length * head_dim`` FLOPs, per head,
+    layer and position. The scores and the weighted values are one unit each forward; the backward pass
+    takes 4 (XLA's dense and blocked forms) or 7 (the kernels recompute the scores: dq 3, dk/dv 4); remat
+    recomputes the forward (2 more). ``blocks`` and the kernels skip the block pairs above the
+    diagonal: ``(n + 1) / (2 n)`` of the square for ``n`` blocks."""
+    from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS
+
+    remat = 2 if model_cfg.remat != "none" else 0
+    if form in KERNEL_PLATFORMS:
+        passes, block = 2 + 7 + remat, 512 if length % 512 == 0 else KERNEL_BLOCK
+    else:
+        passes, block = 2 + 4 + remat, model_cfg.attention_block if form == "blocks" else length
     n = length // block
-    matmuls = 2 + (2 if model_cfg.remat != "none" else 0) + 7
-    per_head = matmuls * 2 * block * block * model_cfg.head_dim * n * (n + 1) // 2
-    return float(sequences * model_cfg.num_layers * model_cfg.num_heads * per_head)
+    unit = 2.0 * length * model_cfg.head_dim * model_cfg.num_heads * model_cfg.num_layers * sequences * length
+    return unit * passes * (n + 1) / (2 * n)
 
 
-def train_cost(config, model_cfg, mesh, runtime, shape, generation: str) -> dict:
-    """FLOPs and HBM bytes of one train step per chip, its roofline time on ``generation`` and the MFU bound.
+def train_cost(compiled, model_cfg, form: str, shape, chips: int, generation: str) -> dict:
+    """FLOPs per chip and step, a lower bound on the step's time on ``generation`` and the MFU bound.
 
-    ``compiled.cost_analysis()`` counts a loop body once (checked on the TPU compiler: a 10-step
-    ``lax.scan`` of a matmul reports one matmul), and the step loops over micro-batches, layers (scanned)
-    and LM-head chunks. So this compiles probes without loops: layers unrolled, the LM head unchunked,
-    one micro-batch of ``s`` and of ``2 s`` sequences (``s``: the rows' shards, one sequence each). Their
-    difference is the cost per ``s`` sequences, the rest is the per-step part (the optimizer update);
-    the step is the rest plus its sequences' share. A fused kernel's FLOPs are added by formula."""
-    import math as _math
-
+    ``compiled.cost_analysis()`` counts a loop's body once (checked on the TPU compiler: a 10-step
+    ``lax.scan`` of a matmul reports one matmul). The step loops over micro-batches, scanned layers and
+    LM-head chunks, and the TPU compiler turns sharded matmuls into loops of its own, so its FLOPs and
+    bytes (``xla_flops``, ``xla_bytes``) are lower bounds; a kernel's FLOPs are not in them at all.
+    The FLOPs are therefore counted from the model: ``(6 + 2 remat) N`` per trained position plus
+    ``attention_flops``. ``roofline_s`` is ``max(FLOPs / peak, xla_bytes / bandwidth)``, a lower bound on
+    the step's time; ``mfu_bound`` is the PaLM model FLOPs (``experiments.bench.device.train_flops``,
+    as the device benchmark's MFU) over ``peak * roofline_s``, an upper bound on its MFU."""
+    from experiments.bench.device import matmul_params, train_flops
     from milegpo_jax.models import num_params
-    from milegpo_jax.models.attention import KERNEL_PLATFORMS, choose_attention
-    from milegpo_jax.parallel import logical_sharding
-    from milegpo_jax.train.step import build_train_step
 
     micro, rows, length = shape
-    sharding = logical_sharding(mesh, "train")
-    shards = _math.prod(mesh.shape[a] for a in ("data", "fsdp") if a in mesh.shape)
-    probe_cfg = model_cfg.replace(scan_layers=False)
-    probe_runtime = dataclasses.replace(runtime, scan_layers=False, logits_chunk=0)
-    points = []
-    for sequences in (shards, 2 * shards):
-        graphdef, params, param_shardings = abstract_params(probe_cfg, sharding)
-        step = build_train_step(config, graphdef, probe_runtime)
-        jitted, arguments = jitted_with_arguments(step, params, param_shardings, sharding, (1, sequences, length))
-        try:
-            analysis = jitted.lower(*arguments).compile().cost_analysis()
-        except RuntimeError as error:  # e.g. the unchunked LM head of the probe exceeds HBM
-            return {"error": f"the cost probe of {sequences} sequences did not compile: " + " ".join(str(error).split())[:300]}
-        analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
-        points.append((float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))))
-    groups = micro * rows / shards  # the step's sequences in probe units
-    per_group = [b - a for a, b in zip(*points)]
-    fixed = [a - d for a, d in zip(points[0], per_group)]
-    flops, bytes_ = (f + groups * d for f, d in zip(fixed, per_group))
-    chips = mesh.size
-    form = choose_attention(model_cfg.attention_impl, "tpu", length, model_cfg.attention_block)
-    if form in KERNEL_PLATFORMS:
-        flops += kernel_attention_flops(model_cfg, micro * rows, length) / chips
+    sequences = micro * rows
+    analysis = compiled.cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    xla_flops, xla_bytes = float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))
+    params = num_params(model_cfg)
+    weights = (6 + (2 if model_cfg.remat != "none" else 0)) * matmul_params(model_cfg, params) * sequences * length
+    flops = (weights + attention_flops(model_cfg, form, sequences, length)) / chips
+    model_flops = sum(train_flops(model_cfg, params, sequences, length)) / chips
     peak_flops, bandwidth = PEAK[generation]
-    roofline_s = max(flops / peak_flops, bytes_ / bandwidth)
-    model_flops = 6 * num_params(model_cfg) * micro * rows * length / chips  # 6 N per token trained
-    return {"flops": flops, "bytes": bytes_, "compute_s": flops / peak_flops, "memory_s": bytes_ / bandwidth,
-            "roofline_s": roofline_s, "model_flops": model_flops, "mfu_bound": model_flops / (peak_flops * roofline_s)}
+    roofline_s = max(flops / peak_flops, xla_bytes / bandwidth)
+    return {"flops": flops, "model_flops": model_flops, "xla_flops": xla_flops, "xla_bytes": xla_bytes,
+            "compute_s": flops / peak_flops, "memory_s": xla_bytes / bandwidth, "roofline_s": roofline_s,
+            "mfu_bound": model_flops / (peak_flops * roofline_s)}
 
 
 def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = "", cost: bool = False) -> Report:
@@ -452,10 +441,11 @@ def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = 
         report.error = (f"parameters, optimizer state and gradients alone take {state_bytes / GIB:.2f} GiB per chip "
                         "(not compiled)")
         return report
-    if compile_program(report, lambda: jitted.lower(params, opt_state, batch), hbm) is None:
+    compiled = compile_program(report, lambda: jitted.lower(params, opt_state, batch), hbm)
+    if compiled is None:
         report.arguments = per_chip_bytes((params, opt_state, batch))
     elif cost:
-        report.cost = train_cost(config, model_cfg, mesh, runtime, (micro, rows, length), generation)
+        report.cost = train_cost(compiled, model_cfg, report.attention, (micro, rows, length), mesh.size, generation)
     return report
 
 
@@ -585,13 +575,12 @@ def run(args, overrides) -> tuple[dict, bool]:
         print(report.line(hbm))
         attention = f"; attention {report.attention}" if report.attention else ""
         print(f"{'':8s} ({report.shapes}{attention})")
-        if report.cost.get("error"):
-            print(f"{'':8s} cost not measured: {report.cost['error']}")
-        elif report.cost:
+        if report.cost:
             c = report.cost
-            print(f"{'':8s} per chip and step: {c['flops'] / 1e12:.1f} TFLOP, {c['bytes'] / GIB:.1f} GiB of HBM traffic; "
-                  f"roofline {c['roofline_s']:.2f} s (compute {c['compute_s']:.2f} s, memory {c['memory_s']:.2f} s "
-                  f"on {generation}); MFU at most {c['mfu_bound']:.0%}")
+            print(f"{'':8s} per chip and step: {c['flops'] / 1e12:.1f} TFLOP (XLA counts {c['xla_flops'] / 1e12:.1f}, "
+                  f"{c['xla_bytes'] / GIB:.1f} GiB of HBM traffic, loop bodies once); at least "
+                  f"{c['roofline_s']:.2f} s on {generation} (compute {c['compute_s']:.2f} s, memory "
+                  f"{c['memory_s']:.2f} s); MFU at most {c['mfu_bound']:.0%}")
     failed = [r for r in reports if not r.fits(hbm)]
     for report in failed:
         reason = report.error or (f"needs {report.total / GIB:.2f} GiB per chip, "
