@@ -14,8 +14,7 @@ from typing import Any
 
 from envs_bridge.specs import env_names, env_spec
 from milegpo_jax.config.checks import ConfigError, choice, frozen, non_negative, plain, positive, suggestion
-from milegpo_jax.models.attention import ATTENTION_IMPLS
-from milegpo_jax.models.qwen2 import DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
+from milegpo_jax.models.qwen2 import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
 
 LR_SCHEDULES = ("constant", "cosine", "linear")
 # the loss aggregates by token mean (verl-agent's setting); other modes come with the loss that does them
