@@ -51,6 +51,9 @@ LIBTPU_VERSION = "0.0.42.1"  # the libtpu wheel jax[tpu]==0.10.2 pins
 # .../v5e, .../v5p, .../v6e: "HBM2 capacity" / "HBM capacity" per chip). The pages write GB; the TPU compiler's
 # own out-of-memory message ("exceeds available HBM (15.75G)" on v5e, a little reserved) shows they are GiB.
 HBM_GIB = {"v4": 32, "v5e": 16, "v5p": 95, "v6e": 32}
+# Peak dense bf16 FLOP/s and HBM bandwidth (bytes/s) per chip, from the same pages ("Peak compute per
+# chip (bf16)", "HBM bandwidth"): the roofline of a step.
+PEAK = {"v5e": (197e12, 819e9), "v5p": (459e12, 2765e9), "v6e": (918e12, 1640e9)}
 WHAT = ("train", "prefill", "decode")
 
 
@@ -135,6 +138,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--dtype", default="bfloat16", help="weights and compute dtype, or 'config' for the config's")
     parser.add_argument("--logits-chunk", type=int, default=None,
                         help="LM-head positions per chunk in the PPO loss (default: the config's ppo.logits_chunk)")
+    parser.add_argument("--no-cost", action="store_true", help="leave out the train step's FLOPs and roofline")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     return parser.parse_args(rest), overrides
 
@@ -182,13 +186,15 @@ def model_config(config, model: str | None, dtype: str):
     """The ``ModelConfig`` to compile and a phrase saying where its shape came from."""
     from milegpo_jax.models import config_from_hf, preset
     from milegpo_jax.models.qwen2 import PRESETS
+    from milegpo_jax.models.runtime import RuntimeOptions
 
     section = config.model
-    if dtype == "config":
-        dtypes = {"param_dtype": section.param_dtype, "dtype": section.compute_dtype}
-    else:
-        dtypes = {"param_dtype": dtype, "dtype": dtype}
-    runtime = {**dtypes, "remat": section.remat, "scan_layers": section.scan_layers}
+    dtypes = (section.param_dtype, section.compute_dtype) if dtype == "config" else (dtype, dtype)
+    # every runtime option of the run (remat, scan, attention block and kernel), as the trainer's model has
+    options = dataclasses.replace(RuntimeOptions.from_config(config), param_dtype=dtypes[0], compute_dtype=dtypes[1])
+    runtime = {"param_dtype": options.param_dtype, "dtype": options.compute_dtype, "remat": options.remat,
+               "scan_layers": options.scan_layers, "attention_block": options.attention_block,
+               "attention_impl": options.attention_impl}
     if model is not None:
         if model not in PRESETS:
             raise AotError(f"--model {model!r}: unknown preset; available: {', '.join(sorted(PRESETS))}")
@@ -254,6 +260,8 @@ class Report:
     code: int = 0
     compile_s: float = 0.0
     error: str = ""  # the compiler refused (e.g. out of HBM) or arguments alone exceed HBM
+    attention: str = ""  # the form the program's cache-free attention takes (train)
+    cost: dict = dataclasses.field(default_factory=dict)  # FLOPs, bytes and roofline per chip (train)
 
     @property
     def total(self) -> int:
@@ -353,17 +361,78 @@ def train_step_program(config, graphdef, runtime):
     return build_train_step(config, graphdef, runtime), shape
 
 
-def train_program(config, model_cfg, mesh, hbm: int, runtime) -> Report:
-    from milegpo_jax.parallel import logical_sharding
+def jitted_with_arguments(step, params, param_shardings, sharding, shape):
+    """(the jitted ``step``, its abstract arguments) for batches of ``shape`` (micro-batches, sequences,
+    positions), parameters and optimizer state placed and donated as the trainer does."""
     from milegpo_jax.train.step import batch_shapes, jit_train_step, train_step_shardings
+
+    _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
+    opt_state = with_shardings(abstract_opt, opt_shardings)
+    batch = batch_shapes(step.loss.keys, *shape, sharding)
+    return jit_train_step(step, param_shardings, opt_shardings), (params, opt_state, batch)
+
+
+def attention_flops(model_cfg, form: str, sequences: int, length: int) -> float:
+    """The attention matmuls one train step computes over ``sequences`` packed sequences, by form.
+
+    One unit is a query's dot products with ``length`` keys, ``2 * length * head_dim`` FLOPs, per head,
+    layer and position. The scores and the weighted values are one unit each forward; the backward pass
+    takes 4 (XLA's dense and blocked forms) or 7 (the kernels recompute the scores: dq 3, dk/dv 4); remat
+    recomputes the forward (2 more). ``blocks`` and the kernels skip the block pairs above the
+    diagonal: ``(n + 1) / (2 n)`` of the square for ``n`` blocks."""
+    from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS
+
+    remat = 2 if model_cfg.remat != "none" else 0
+    if form in KERNEL_PLATFORMS:
+        passes, block = 2 + 7 + remat, 512 if length % 512 == 0 else KERNEL_BLOCK
+    else:
+        passes, block = 2 + 4 + remat, model_cfg.attention_block if form == "blocks" else length
+    n = length // block
+    unit = 2.0 * length * model_cfg.head_dim * model_cfg.num_heads * model_cfg.num_layers * sequences * length
+    return unit * passes * (n + 1) / (2 * n)
+
+
+def train_cost(compiled, model_cfg, form: str, shape, chips: int, generation: str) -> dict:
+    """FLOPs per chip and step, a lower bound on the step's time on ``generation`` and the MFU bound.
+
+    ``compiled.cost_analysis()`` counts a loop's body once (checked on the TPU compiler: a 10-step
+    ``lax.scan`` of a matmul reports one matmul). The step loops over micro-batches, scanned layers and
+    LM-head chunks, and the TPU compiler turns sharded matmuls into loops of its own, so its FLOPs and
+    bytes (``xla_flops``, ``xla_bytes``) are lower bounds; a kernel's FLOPs are not in them at all.
+    The FLOPs are therefore counted from the model: ``(6 + 2 remat) N`` per trained position plus
+    ``attention_flops``. ``roofline_s`` is ``max(FLOPs / peak, xla_bytes / bandwidth)``, a lower bound on
+    the step's time; ``mfu_bound`` is the PaLM model FLOPs (``experiments.bench.device.train_flops``,
+    as the device benchmark's MFU) over ``peak * roofline_s``, an upper bound on its MFU."""
+    from experiments.bench.device import matmul_params, train_flops
+    from milegpo_jax.models import num_params
+
+    micro, rows, length = shape
+    sequences = micro * rows
+    analysis = compiled.cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    xla_flops, xla_bytes = float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))
+    params = num_params(model_cfg)
+    weights = (6 + (2 if model_cfg.remat != "none" else 0)) * matmul_params(model_cfg, params) * sequences * length
+    flops = (weights + attention_flops(model_cfg, form, sequences, length)) / chips
+    model_flops = sum(train_flops(model_cfg, params, sequences, length)) / chips
+    peak_flops, bandwidth = PEAK[generation]
+    roofline_s = max(flops / peak_flops, xla_bytes / bandwidth)
+    return {"flops": flops, "model_flops": model_flops, "xla_flops": xla_flops, "xla_bytes": xla_bytes,
+            "compute_s": flops / peak_flops, "memory_s": xla_bytes / bandwidth, "roofline_s": roofline_s,
+            "mfu_bound": model_flops / (peak_flops * roofline_s)}
+
+
+def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = "", cost: bool = False) -> Report:
+    from milegpo_jax.models.attention import choose_attention
+    from milegpo_jax.parallel import logical_sharding
 
     sharding = logical_sharding(mesh, "train")
     graphdef, params, param_shardings = abstract_params(model_cfg, sharding)
     step, (micro, rows, length) = train_step_program(config, graphdef, runtime)
-    _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
-    opt_state = with_shardings(abstract_opt, opt_shardings)
-    batch = batch_shapes(step.loss.keys, micro, rows, length, sharding)
+    jitted, (params, opt_state, batch) = jitted_with_arguments(step, params, param_shardings, sharding,
+                                                               (micro, rows, length))
     report = Report("train", f"{micro} micro-batches x {rows} sequences x {length} tokens")
+    report.attention = choose_attention(model_cfg.attention_impl, "tpu", length, model_cfg.attention_block)
     # A lower bound without compiling: parameters, optimizer state and the summed gradients (parameter-sized)
     # are all alive at the update.
     state_bytes = per_chip_bytes((params, opt_state)) + per_chip_bytes(params)
@@ -372,9 +441,11 @@ def train_program(config, model_cfg, mesh, hbm: int, runtime) -> Report:
         report.error = (f"parameters, optimizer state and gradients alone take {state_bytes / GIB:.2f} GiB per chip "
                         "(not compiled)")
         return report
-    jitted = jit_train_step(step, param_shardings, opt_shardings)
-    if compile_program(report, lambda: jitted.lower(params, opt_state, batch), hbm) is None:
+    compiled = compile_program(report, lambda: jitted.lower(params, opt_state, batch), hbm)
+    if compiled is None:
         report.arguments = per_chip_bytes((params, opt_state, batch))
+    elif cost:
+        report.cost = train_cost(compiled, model_cfg, report.attention, (micro, rows, length), mesh.size, generation)
     return report
 
 
@@ -458,6 +529,7 @@ def run(args, overrides) -> tuple[dict, bool]:
     from experiments.train import build_config
     from milegpo_jax.config import ConfigError
     from milegpo_jax.models import num_params
+    from milegpo_jax.models.attention import check_attention_impl
     from milegpo_jax.models.qwen2 import ModelConfigError
     from milegpo_jax.parallel import ShardingError, make_mesh
 
@@ -470,7 +542,8 @@ def run(args, overrides) -> tuple[dict, bool]:
     try:
         config = build_config(args.config, overrides)
         model_cfg, source = model_config(config, args.model, args.dtype)
-    except (ConfigError, ModelConfigError) as error:
+        check_attention_impl(model_cfg.attention_impl, "tpu")
+    except (ConfigError, ModelConfigError, ValueError) as error:
         raise AotError(str(error)) from None
     try:
         topology = topologies.get_topology_desc(platform="tpu", topology_name=args.topology)
@@ -487,11 +560,12 @@ def run(args, overrides) -> tuple[dict, bool]:
     count = num_params(model_cfg)
     size = f"{count / 1e9:.2f} B" if count >= 1e8 else f"{count / 1e6:.2f} M"
     print(f"model: {source}; {size} parameters, weights {model_cfg.param_dtype}, compute {model_cfg.dtype}, "
-          f"remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}")
+          f"remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}, attention {model_cfg.attention_impl}")
 
     reports = []
     if "train" in what:
-        reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args)))
+        reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args),
+                                     generation, cost=not args.no_cost))
     if "prefill" in what or "decode" in what:
         reports += sampler_programs(config, model_cfg, mesh, hbm, set(what))
 
@@ -499,7 +573,14 @@ def run(args, overrides) -> tuple[dict, bool]:
     print(f"{'program':8s} {'args':>7s} {'outputs':>7s} {'aliased':>7s} {'temps':>7s} {'code':>7s} {'total':>7s} / HBM  compile_s")
     for report in reports:
         print(report.line(hbm))
-        print(f"{'':8s} ({report.shapes})")
+        attention = f"; attention {report.attention}" if report.attention else ""
+        print(f"{'':8s} ({report.shapes}{attention})")
+        if report.cost:
+            c = report.cost
+            print(f"{'':8s} per chip and step: {c['flops'] / 1e12:.1f} TFLOP (XLA counts {c['xla_flops'] / 1e12:.1f}, "
+                  f"{c['xla_bytes'] / GIB:.1f} GiB of HBM traffic, loop bodies once); at least "
+                  f"{c['roofline_s']:.2f} s on {generation} (compute {c['compute_s']:.2f} s, memory "
+                  f"{c['memory_s']:.2f} s); MFU at most {c['mfu_bound']:.0%}")
     failed = [r for r in reports if not r.fits(hbm)]
     for report in failed:
         reason = report.error or (f"needs {report.total / GIB:.2f} GiB per chip, "

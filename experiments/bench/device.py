@@ -27,6 +27,10 @@ Device limits come from ``DEVICE_SPECS`` by ``jax.devices()[0].device_kind``; ``
 ``--bandwidth-gbs`` override them (or supply them for a device not in the table). A limit that is
 unknown is printed as "limit unknown" and its ratio is ``null`` in the JSON line.
 
+The PPO step is timed once per ``--attention`` value (default ``auto,xla``: the platform's fused kernel
+against the dense form, docs/models.md §7); the first gives the MFU rows, and ``train_step_s_by_attention``
+holds them all.
+
 Ends with one JSON line ``{"bench": "device", "decode_tokens_per_s": ..., "decode_roofline_fraction":
 ..., "mfu": ..., ...}``. Run: ``python -m experiments.bench.device`` (GPU/TPU, a few minutes);
 ``--smoke`` runs a tiny model and batch in seconds on any backend (CPU included) to check the code path.
@@ -143,8 +147,17 @@ def _parse(argv):
     parser.add_argument("--remat", default="none", choices=["none", "full", "dots"])
     parser.add_argument("--peak-tflops", type=float, default=None, help="override: peak bf16 dense TFLOP/s")
     parser.add_argument("--bandwidth-gbs", type=float, default=None, help="override: memory bandwidth, GB/s")
+    parser.add_argument("--attention", default="auto,xla",
+                        help="comma-separated model.attention_impl values to time the PPO step with (the first "
+                             "gives the MFU rows): auto (the platform's kernel), xla, blocks, splash, gpu_flash")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    from milegpo_jax.models.attention import ATTENTION_IMPLS
+
+    args.attention = [a.strip() for a in args.attention.split(",") if a.strip()]
+    unknown = sorted(set(args.attention) - set(ATTENTION_IMPLS))
+    if unknown or not args.attention:
+        parser.error(f"--attention: choose from {', '.join(ATTENTION_IMPLS)}")
     if args.smoke:
         args.batch, args.prompt, args.new_tokens, args.rounds = 4, 16, 32, 3
         args.train_rows, args.train_microbatch, args.train_seq, args.train_steps = 4, 2, 32, 2
@@ -213,19 +226,20 @@ def _bench_decode(args) -> dict:
     }
 
 
-def _bench_train(args) -> dict:
+def _bench_train(args, attention: str) -> dict:
     import jax
     import numpy as np
     from flax import nnx
 
     from milegpo_jax.config import OptimSection
     from milegpo_jax.models import init_model
+    from milegpo_jax.models.attention import choose_attention
     from milegpo_jax.train.loss import PPOLossConfig
     from milegpo_jax.train.optim import make_optimizer
     from milegpo_jax.train.packing import micro_batch_shape
     from milegpo_jax.train.step import PPOLoss, TrainStep, jit_train_step
 
-    config = _model_config(args, args.train_param_dtype)
+    config = _model_config(args, args.train_param_dtype).replace(attention_impl=attention)
     graphdef, params = nnx.split(init_model(config, seed=args.seed))
     # the trainer's step (build_train_step makes the same TrainStep from a TrainConfig)
     step = TrainStep(graphdef, make_optimizer(OptimSection()), PPOLoss(PPOLossConfig(), args.logits_chunk))
@@ -264,7 +278,8 @@ def _bench_train(args) -> dict:
         times.append(time.perf_counter() - start)
     if not math.isfinite(losses[-1]):
         raise RuntimeError(f"PPO loss is not finite: {losses[-1]}")
-    return {"train_step_s": statistics.median(times), "train_compile_and_first_step_s": compile_s}
+    form = choose_attention(attention, jax.devices()[0].platform, seq, config.attention_block)
+    return {"train_step_s": statistics.median(times), "train_compile_and_first_step_s": compile_s, "form": form}
 
 
 def _fraction(measured: float, limit: float | None) -> float | None:
@@ -292,7 +307,15 @@ def main(argv: list[str] | None = None) -> dict:
         decode["weight_bytes"], kv_token_bytes, args.batch, mean_context, bandwidth
     )
 
-    train = _bench_train(args)
+    from milegpo_jax.models.attention import check_attention_impl
+
+    for attention in args.attention:
+        try:
+            check_attention_impl(attention, device.platform)
+        except ValueError as error:
+            raise SystemExit(f"error: --attention: {error}") from None
+    by_attention = {attention: _bench_train(args, attention) for attention in args.attention}
+    train = by_attention[args.attention[0]]
     dense_flops, attention_flops = train_flops(config, params, args.train_rows, args.train_seq)
     step_s = train["train_step_s"]
     tokens = args.train_rows * args.train_seq
@@ -340,6 +363,8 @@ def main(argv: list[str] | None = None) -> dict:
         f"{decode['decode_compile_and_first_call_s']:.1f} s. PPO step {step_s:.3f} s "
         f"({tokens / step_s:,.0f} tokens/s); compile + first step {train['train_compile_and_first_step_s']:.1f} s"
     )
+    print("PPO step by attention: " + ", ".join(
+        f"{name} ({run['form']}) {run['train_step_s']:.3f} s" for name, run in by_attention.items()))
 
     def rounded(x, digits=4):  # significant digits: a smoke run's tiny TFLOP/s must not round to 0
         return None if x is None else float(f"{x:.{digits}g}")
@@ -359,6 +384,8 @@ def main(argv: list[str] | None = None) -> dict:
         "mfu": rounded(_fraction(achieved_tflops, peak)),
         "mfu_6n": rounded(_fraction(dense_tflops, peak)),
         "train_step_s": round(step_s, 4),
+        "train_step_s_by_attention": {name: round(run["train_step_s"], 4) for name, run in by_attention.items()},
+        "train_attention_forms": {name: run["form"] for name, run in by_attention.items()},
         "train_tokens_per_s": round(tokens / step_s, 1),
         "train_flops_per_step": dense_flops + attention_flops,
         "train_attention_flops_per_step": attention_flops,

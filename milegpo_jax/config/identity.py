@@ -39,6 +39,7 @@ HASH_EXCLUDED = (
     "env.reset_timeout_s",
     "ppo.logits_chunk",  # memory layout only: the same log-probs either way
     "model.attention_block",  # the order of the attention sums only: the same log-probs up to rounding
+    "model.attention_impl",  # likewise: dense, blocks or a fused kernel compute the same attention
     "mesh",
     "logging",
     "distributed",

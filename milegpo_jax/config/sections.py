@@ -14,7 +14,7 @@ from typing import Any
 
 from envs_bridge.specs import env_names, env_spec
 from milegpo_jax.config.checks import ConfigError, choice, frozen, non_negative, plain, positive, suggestion
-from milegpo_jax.models.qwen2 import DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
+from milegpo_jax.models.qwen2 import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
 
 LR_SCHEDULES = ("constant", "cosine", "linear")
 # the loss aggregates by token mean (verl-agent's setting); other modes come with the loss that does them
@@ -83,6 +83,9 @@ class ModelSection:
     # (about half the attention work of the dense mask; the same log-probs up to float rounding);
     # 0: dense (docs/models.md §5)
     attention_block: int = 128
+    # the form of those forwards: "auto" runs a fused kernel on TPU (splash) and GPU (gpu_flash) and
+    # the blocks above on CPU; "xla" the dense mask (docs/models.md §7)
+    attention_impl: str = "auto"
 
     def __post_init__(self):
         sources = [name for name in ("hf_checkpoint", "preset", "architecture") if getattr(self, name) is not None]
@@ -99,6 +102,7 @@ class ModelSection:
         choice("model.compute_dtype", self.compute_dtype, DTYPES)
         choice("model.remat", self.remat, REMAT_POLICIES)
         non_negative("model.attention_block", self.attention_block)
+        choice("model.attention_impl", self.attention_impl, ATTENTION_IMPLS)
 
     @property
     def source(self) -> str | None:

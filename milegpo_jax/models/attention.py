@@ -1,5 +1,5 @@
-"""Grouped-query attention scores and weighted sums: dense over a boolean mask, or block-causal over
-packed segments (docs/models.md §5).
+"""Grouped-query attention scores and weighted sums: dense over a boolean mask, block-causal over
+packed segments, or a fused kernel (docs/models.md §7), and the choice between them.
 
 Both take ``q [B, T, kv_heads, groups, head_dim]`` (the heads of one KV group adjacent), keys and
 values ``[B, S, kv_heads, head_dim]`` and return ``[B, T, kv_heads, groups, head_dim]`` in the
@@ -14,6 +14,10 @@ diagonal are never computed, so a sequence of ``n`` blocks costs ``n (n + 1) / 2
 of ``n**2``: about half of the scores, exps and masks of the dense form. The result equals the dense
 one for every real query (up to float rounding); a query with no visible key (padding) gets a finite,
 meaningless value in both.
+
+On TPU and GPU the cache-free forward runs a fused kernel instead (``attention_kernels``), which never
+holds scores in memory: ``attention_impl`` names the choice and ``choose_attention`` resolves ``auto``
+by platform.
 """
 
 from __future__ import annotations
@@ -28,11 +32,55 @@ import jax.numpy as jnp
 MASKED = jnp.finfo(jnp.float32).min
 
 
+# model.attention_impl: "auto" resolves by platform; "xla" is the dense masked form; "blocks" the
+# block-causal one (model.attention_block); "splash" and "gpu_flash" the fused kernels of TPU and GPU.
+ATTENTION_IMPLS = ("auto", "xla", "blocks", "splash", "gpu_flash")
+KERNEL_PLATFORMS = {"splash": "tpu", "gpu_flash": "gpu"}
+KERNEL_BLOCK = 128  # the kernels tile the sequence in blocks of this many positions
+
+
 class SegmentBlocks(NamedTuple):
     """The mask of a training forward: segment ids ``[B, T]`` (0: padding) and the block size."""
 
     segments: jax.Array
     block: int
+
+
+class SegmentKernel(NamedTuple):
+    """The mask of a training forward run by a fused kernel: segment ids ``[B, T]`` (0: padding), the
+    kernel's name and whether Pallas interprets it (on CPU, where the kernels are tested)."""
+
+    segments: jax.Array
+    impl: str
+    interpret: bool
+
+
+def check_attention_impl(impl: str, platform: str) -> None:
+    """Refuses a kernel on a platform it cannot run on (``platform``: "cpu", "gpu" or "tpu")."""
+    if impl not in ATTENTION_IMPLS:
+        raise ValueError(f"model.attention_impl={impl!r}: choose one of {', '.join(ATTENTION_IMPLS)}")
+    needs = KERNEL_PLATFORMS.get(impl)
+    if needs is not None and platform != needs:
+        choices = ["auto", "xla", "blocks"] + [name for name, where in KERNEL_PLATFORMS.items() if where == platform]
+        raise ValueError(f"model.attention_impl={impl!r} runs on {needs.upper()} only; this run's devices are "
+                         f"{platform.upper()} (choose {', '.join(choices[:-1])} or {choices[-1]})")
+
+
+def choose_attention(impl: str, platform: str, length: int, block: int) -> str:
+    """The form a cache-free forward of ``length`` positions takes: "xla", "blocks" or a kernel name.
+
+    ``auto`` is the platform's kernel on TPU and GPU, else ``blocks``. A kernel needs a whole number of
+    its blocks; shorter or ragged lengths (and ``blocks`` without a whole number of at least two
+    ``block``-sized blocks) fall back as the dense form."""
+    if impl == "auto":
+        impl = {"tpu": "splash", "gpu": "gpu_flash"}.get(platform, "blocks")
+    if impl in KERNEL_PLATFORMS:
+        if length % KERNEL_BLOCK == 0:
+            return impl
+        impl = "blocks"
+    if impl == "blocks" and uses_blocks(length, block):
+        return "blocks"
+    return "xla"
 
 
 def dense_attention(q: jax.Array, k: jax.Array, v: jax.Array, mask: jax.Array) -> jax.Array:
@@ -96,4 +144,16 @@ def blocked_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments:
     return out.transpose(0, 1, 4, 2, 3, 5).reshape(b, t, kv_heads, groups, h)
 
 
-__all__ = ["MASKED", "SegmentBlocks", "blocked_causal_attention", "dense_attention", "uses_blocks"]
+__all__ = [
+    "ATTENTION_IMPLS",
+    "KERNEL_BLOCK",
+    "KERNEL_PLATFORMS",
+    "MASKED",
+    "SegmentBlocks",
+    "SegmentKernel",
+    "blocked_causal_attention",
+    "check_attention_impl",
+    "choose_attention",
+    "dense_attention",
+    "uses_blocks",
+]

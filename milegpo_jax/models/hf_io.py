@@ -369,12 +369,13 @@ def load_pretrained(
     scan_layers: bool = False,
     remat: str = "none",
     attention_block: int = 0,
+    attention_impl: str = "auto",
     runtime=None,
 ) -> tuple[Qwen2, ModelConfig]:
     """Load a HF Qwen2/Qwen2.5, Llama or Qwen3 checkpoint directory; returns ``(model, config)``.
 
     ``runtime``: a ``milegpo_jax.models.runtime.RuntimeOptions``; when given it replaces ``dtype``,
-    ``compute_dtype``, ``scan_layers``, ``remat`` and ``attention_block``.
+    ``compute_dtype``, ``scan_layers``, ``remat``, ``attention_block`` and ``attention_impl``.
 
     ``dtype`` is the parameter dtype (also the compute dtype unless ``compute_dtype`` is given). With a
     ``mesh`` every parameter lands directly in the sharding ``mode``'s rules give it
@@ -384,6 +385,7 @@ def load_pretrained(
     if runtime is not None:
         dtype, compute_dtype = runtime.param_dtype, runtime.compute_dtype
         scan_layers, remat, attention_block = runtime.scan_layers, runtime.remat, runtime.attention_block
+        attention_impl = runtime.attention_impl
     directory = Path(path)
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
@@ -397,7 +399,7 @@ def load_pretrained(
     config = config_from_hf(hf_config, source=str(config_path))
     # Bad runtime options are the caller's error (ModelConfigError), not the checkpoint's.
     config = config.replace(param_dtype=dtype, dtype=compute_dtype or dtype, scan_layers=scan_layers, remat=remat,
-                            attention_block=attention_block)
+                            attention_block=attention_block, attention_impl=attention_impl)
     sharding = parallel.logical_sharding(mesh, mode) if mesh is not None else None
 
     maps = tensor_maps(config)

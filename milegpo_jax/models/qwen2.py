@@ -64,7 +64,15 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.attention import SegmentBlocks, blocked_causal_attention, dense_attention, uses_blocks
+from milegpo_jax.models.attention import (
+    ATTENTION_IMPLS,
+    SegmentBlocks,
+    SegmentKernel,
+    blocked_causal_attention,
+    choose_attention,
+    dense_attention,
+)
+from milegpo_jax.models.attention_kernels import fused_causal_attention
 from milegpo_jax.models.logprobs import project_to_vocab
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 
@@ -128,6 +136,9 @@ class ModelConfig:
     # cache-free forwards (training, reference log-probs) of a multiple of this many positions attend
     # block-causally (``milegpo_jax.models.attention``); 0: always the dense masked form
     attention_block: int = 0
+    # which form cache-free forwards take: "auto" (a fused kernel on TPU/GPU), "xla", "blocks",
+    # "splash", "gpu_flash" (``milegpo_jax.models.attention.choose_attention``)
+    attention_impl: str = "auto"
 
     def __post_init__(self):
         sizes = ("vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads")
@@ -157,6 +168,8 @@ class ModelConfig:
             raise ModelConfigError(f"remat must be one of {REMAT_POLICIES}, got {self.remat!r}")
         if not isinstance(self.attention_block, int) or isinstance(self.attention_block, bool) or self.attention_block < 0:
             raise ModelConfigError(f"attention_block must be an int >= 0, got {self.attention_block!r}")
+        if self.attention_impl not in ATTENTION_IMPLS:
+            raise ModelConfigError(f"attention_impl must be one of {ATTENTION_IMPLS}, got {self.attention_impl!r}")
         if self.model_type not in MODEL_TYPES:
             raise ModelConfigError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
         if isinstance(self.rope_scaling, dict):  # e.g. from dataclasses.asdict / a config file
@@ -303,7 +316,7 @@ class Attention(nnx.Module):
         self.k_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
 
     def __call__(self, x, cos, sin, mask, sharding, kv, layer_index, cache_index):
-        """x ``[B, T, D]``; mask bool ``[B, T, S]`` or ``SegmentBlocks``; kv: ``None`` or the whole
+        """x ``[B, T, D]``; mask bool ``[B, T, S]``, ``SegmentBlocks`` or ``SegmentKernel``; kv: ``None`` or the whole
         cache's (keys, values)."""
         dt = x.dtype
 
@@ -329,7 +342,10 @@ class Attention(nnx.Module):
 
         b, t, n, h = q.shape
         q = q.reshape(b, t, k.shape[2], n // k.shape[2], h)  # heads of one KV group are adjacent (as repeat_kv)
-        if isinstance(mask, SegmentBlocks):
+        if isinstance(mask, SegmentKernel):
+            out = fused_causal_attention(q, k, v, mask.segments, mask.impl, sharding=sharding,
+                                         interpret=mask.interpret)
+        elif isinstance(mask, SegmentBlocks):
             out = blocked_causal_attention(q, k, v, mask.segments, mask.block)
         else:
             out = dense_attention(q, k, v, mask)
@@ -459,7 +475,13 @@ class Qwen2(nnx.Module):
         if cache is None:
             if positions is None:
                 positions = positions_within_segments(segments)
-            if uses_blocks(t, cfg.attention_block):
+            # the platform the program is built for: the mesh's devices (a TPU topology when compiling
+            # ahead of time on a CPU host), else the default backend
+            platform = sh.mesh.devices.flat[0].platform if sh is not None else jax.default_backend()
+            form = choose_attention(cfg.attention_impl, platform, t, cfg.attention_block)
+            if form in ("splash", "gpu_flash"):
+                mask = SegmentKernel(segments, form, interpret=platform == "cpu")
+            elif form == "blocks":
                 mask = SegmentBlocks(segments, cfg.attention_block)
             else:
                 same_segment = segments[:, :, None] == segments[:, None, :]

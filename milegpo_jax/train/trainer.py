@@ -34,6 +34,7 @@ from milegpo_jax import multihost
 from milegpo_jax.config import ConfigError, TrainConfig, config_hash, config_identity
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.models import load_pretrained
+from milegpo_jax.models.attention import check_attention_impl
 from milegpo_jax.models.runtime import RuntimeOptions
 from milegpo_jax.models.tokenizer import load_tokenizer
 from milegpo_jax.parallel import logical_sharding, make_mesh
@@ -81,6 +82,10 @@ def _seed(*parts: int) -> int:
 class Trainer:
     def __init__(self, config: TrainConfig, workdir: str | Path):
         self.config = config
+        try:  # before anything is written: a kernel this platform cannot run (splash on CPU)
+            check_attention_impl(config.model.attention_impl, jax.default_backend())
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
         self.workdir = writable_workdir(Path(workdir).absolute())
         self.runtime = RuntimeOptions.from_config(config)
         self.env_options = config.env.adapter_options()

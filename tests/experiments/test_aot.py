@@ -69,6 +69,12 @@ def test_tiny_model_compiles_for_a_v5e_slice_and_reports_memory_per_chip():
     # params and optimizer state are donated, so the updated ones reuse their buffers; decode updates its state in place
     assert programs["train"]["aliased"] > 0 and programs["decode"]["aliased"] > 0
     assert programs["prefill"]["shapes"].startswith("8 prompts x 32 tokens + 8 new")
+    # the step's FLOPs per chip and its time floor on v5e (197 TFLOP/s, 819 GB/s); no remat: 6 N per position
+    cost = programs["train"]["cost"]
+    assert programs["train"]["attention"] == "xla"  # 64 positions: not a whole number of kernel blocks
+    assert cost["flops"] >= cost["model_flops"] > 0 and cost["xla_flops"] > 0 and cost["xla_bytes"] > 0
+    assert cost["roofline_s"] == max(cost["flops"] / 197e12, cost["xla_bytes"] / 819e9)
+    assert 0 < cost["mfu_bound"] <= 1
 
 
 @needs_libtpu
@@ -91,6 +97,10 @@ def test_bad_requests_exit_2():
     assert unknown_generation.returncode == 2 and "unknown TPU generation" in unknown_generation.stderr
     bad_mesh = run_aot(*TINY, "--topology", "v5e:2x2", "--mesh", "1,3,1", "--what", "prefill")
     assert bad_mesh.returncode == 2 and "needs 3 devices, 4 available" in bad_mesh.stderr
+    gpu_kernel = run_aot(*TINY, "--topology", "v5e:2x2", "--config.model.attention_impl=gpu_flash")
+    assert gpu_kernel.returncode == 2, gpu_kernel.stderr
+    assert gpu_kernel.stderr.strip() == ("error: model.attention_impl='gpu_flash' runs on GPU only; this run's devices "
+                                         "are TPU (choose auto, xla, blocks or splash)")
 
 
 def test_missing_libtpu_says_how_to_install_it(tmp_path):
@@ -128,9 +138,10 @@ def test_every_topology_the_help_names_is_accepted():
         assert len(grid) == TOPOLOGY_RULES[generation].dims
 
 
-def test_aot_compiles_the_trainers_own_train_step():
+@pytest.mark.parametrize("attention", ["auto", "xla", "splash"])
+def test_aot_compiles_the_trainers_own_train_step(attention):
     """The PPO step the trainer builds for a config and the one `aot --what train` compiles for it lower
-    to the same HLO (CPU, no mesh)."""
+    to the same HLO (CPU, no mesh), with every attention choice (128 positions: a kernel's whole block)."""
     import argparse
 
     import jax
@@ -143,8 +154,12 @@ def test_aot_compiles_the_trainers_own_train_step():
     from milegpo_jax.train.step import batch_shapes, build_train_step, jit_train_step
 
     flags = [flag.removeprefix("--config.") for flag in TINY[2:]]
-    config = build_config("experiments/configs/demo.py", [*flags, "ppo.logits_chunk=8"])
+    config = build_config("experiments/configs/demo.py", [*flags, "ppo.logits_chunk=8", "sampling.max_prompt_tokens=121",
+                                                          f"model.attention_impl={attention}"])
     model_cfg, _ = model_config(config, None, "config")
+    # every runtime option of the run reaches the compiled model, as load_pretrained(runtime=...) gives the trainer's
+    assert RuntimeOptions.from_config(config).apply(model_cfg) == model_cfg
+    assert model_cfg.attention_impl == attention and model_cfg.attention_block == config.model.attention_block
     graphdef, params = nnx.split(abstract_model(model_cfg))
     args = argparse.Namespace(logits_chunk=None)
     compiled, (micro, rows, length) = train_step_program(config, graphdef, runtime_options(config, model_cfg, args))
@@ -157,4 +172,22 @@ def test_aot_compiles_the_trainers_own_train_step():
         return jit_train_step(step).lower(params, opt_state, batch).as_text()
 
     assert hlo(compiled) == hlo(trainers)
+    assert length == 128
+    if attention == "splash":  # the kernel is in the program (here in Pallas's interpreter)
+        assert "splash" in jax.jit(lambda p: nnx.merge(graphdef, p)(jax.numpy.ones((1, 128), "int32"))).lower(
+            params).as_text()
     assert (micro, rows) == (config.ppo.minibatch_rows // config.ppo.microbatch_rows, config.ppo.microbatch_rows)
+
+
+def test_attention_flops_by_form():
+    """The attention count of the roofline: dense is the full square; blocks and kernels skip the
+    blocks above the diagonal; the kernels' backward recomputes the scores."""
+    from experiments.aot import attention_flops
+    from milegpo_jax.models import preset
+
+    cfg = preset("qwen2.5-1.5b", remat="none", attention_block=128)
+    unit = 2.0 * 1024 * cfg.head_dim * cfg.num_heads * cfg.num_layers * 1024  # one sequence of 1024
+    assert attention_flops(cfg, "xla", 1, 1024) == unit * 6
+    assert attention_flops(cfg, "blocks", 1, 1024) == unit * 6 * 9 / 16  # 8 blocks: 36 of 64 pairs
+    assert attention_flops(cfg, "splash", 1, 1024) == unit * 9 * 3 / 4  # 2 tiles of 512: 3 of 4 pairs
+    assert attention_flops(cfg.replace(remat="full"), "xla", 1, 1024) == unit * 8

@@ -40,6 +40,10 @@ def test_smoke_run_on_cpu():
     assert (figures["platform"], figures["device_kind"]) == ("cpu", "cpu")
     for key in MEASURED:
         assert _positive(figures[key]), (key, figures[key])
+    # the step timed per attention form: auto resolves to the dense form at 32 positions on CPU
+    assert set(figures["train_step_s_by_attention"]) == {"auto", "xla"}
+    assert all(_positive(s) for s in figures["train_step_s_by_attention"].values())
+    assert figures["train_attention_forms"] == {"auto": "xla", "xla": "xla"}
 
     # the override gives a decode roofline and its ratio
     assert figures["bandwidth_gbs"] == 50 and figures["limits_source"] == "command-line override"

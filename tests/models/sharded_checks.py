@@ -218,6 +218,46 @@ def test_chunked_logprobs_and_gradients_sharded(tied_checkpoint):
         assert _laid_out(var[...], params[path_][...].sharding.spec), path_
 
 
+KV_REPEATED = {"data": 2, "fsdp": 1, "tensor": 4}
+
+
+@pytest.mark.parametrize("impl, shape", [("splash", FSDP_TP), ("splash", KV_REPEATED), ("gpu_flash", FSDP_TP)],
+                         ids=["splash-kv_split", "splash-kv_repeated", "gpu_flash-kv_split"])
+def test_fused_attention_kernels_sharded(tied_checkpoint, impl, shape):
+    """A kernel per device in a shard_map (Pallas interpreter): rows over data/fsdp, heads over tensor
+    (the 2 KV heads repeated when 4 tensor devices cannot split them); log-probs and gradients of a
+    scanned, rematerialised packed forward equal the unsharded dense model's."""
+    from tests.models.test_attention import _packed_segments
+
+    _, path = tied_checkpoint
+    rng = np.random.default_rng(11)
+    segments = jnp.asarray(_packed_segments(rng, 4, 256, 120))
+    ids = jnp.asarray(rng.integers(0, 512, (4, 256)), jnp.int32) * (segments != 0)
+
+    def value_and_grad_fn(graphdef):
+        def loss(state):
+            model = nnx.merge(graphdef, state)
+            logprobs = token_logprobs(model, ids, jnp.roll(ids, -1, axis=1), attention_mask=segments)
+            return jnp.sum(jnp.where(segments != 0, logprobs, 0.0))
+
+        return jax.value_and_grad(loss)
+
+    plain, _ = load_pretrained(path, attention_impl="xla")
+    graphdef, state = nnx.split(plain, nnx.Param)
+    want_value, want_grads = jax.jit(value_and_grad_fn(graphdef))(state)
+
+    mesh = parallel.make_mesh(shape)
+    model, _ = load_pretrained(path, mesh=mesh, scan_layers=True, remat="full", attention_impl=impl)
+    graphdef, state = nnx.split(model, nnx.Param)
+    state_sh = parallel.state_shardings(state, model.sharding)
+    value, grads = jax.jit(value_and_grad_fn(graphdef), in_shardings=(state_sh,), out_shardings=(None, state_sh))(state)
+    np.testing.assert_allclose(float(value), float(want_value), rtol=1e-5)
+    got = dict(nnx.to_flat_state(grads))
+    for path_, var in nnx.to_flat_state(want_grads):
+        mine = got[("layers", *path_[2:])][...][path_[1]] if path_[0] == "layers" else got[path_][...]
+        np.testing.assert_allclose(np.asarray(mine), np.asarray(var[...]), atol=2e-4, err_msg=str(path_))
+
+
 def test_save_from_sharded_scanned_model(hf_checkpoint, tmp_path):
     torch_model, path = hf_checkpoint
     mesh = parallel.make_mesh(FSDP_TP)

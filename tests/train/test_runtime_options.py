@@ -46,12 +46,16 @@ def test_options_come_from_the_config_and_are_checked():
                                      attention_block=64, logits_chunk=16)
     assert runtime.chunk_size == 16
     assert runtime.load_kwargs() == {"dtype": "float32", "compute_dtype": "float32", "scan_layers": True,
-                                     "remat": "full", "attention_block": 64}
+                                     "remat": "full", "attention_block": 64, "attention_impl": "auto"}
+    assert RuntimeOptions.from_config(build_config("experiments/configs/demo.py", ["model.attention_impl=xla"])) \
+        .attention_impl == "xla"
     assert RuntimeOptions.from_config(build_config("experiments/configs/demo.py", [])).attention_block == 128
     with pytest.raises(ModelConfigError, match="remat"):
         RuntimeOptions(remat="some")
     with pytest.raises(ModelConfigError, match="attention_block"):
         RuntimeOptions(attention_block=-1)
+    with pytest.raises(ModelConfigError, match="attention_impl"):
+        RuntimeOptions(attention_impl="flash")
 
 
 @pytest.mark.slow

@@ -142,3 +142,18 @@ def test_an_unwritable_workdir_is_one_line_and_exit_2(tmp_path):
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: work directory") and "not writable" in lines[0], lines
     assert blocker.read_text() == "not a directory"
+
+
+def test_a_kernel_this_platform_cannot_run_is_one_line_and_exit_2(tmp_path):
+    """model.attention_impl=splash on CPU: refused before the work directory is made."""
+    result = subprocess.run(
+        [sys.executable, "-m", "experiments.train", "--config", "experiments/configs/demo.py",
+         "--workdir", str(tmp_path / "run"), "--config.model.attention_impl=splash", *(f"--config.{o}" for o in TINY)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+    )
+    assert result.returncode == 2, result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert lines == ["error: model.attention_impl='splash' runs on TPU only; this run's devices are CPU "
+                     "(choose auto, xla or blocks)"], lines
+    assert not (tmp_path / "run").exists()
