@@ -221,8 +221,8 @@ def test_chunked_logprobs_and_gradients_sharded(tied_checkpoint):
 KV_REPEATED = {"data": 2, "fsdp": 1, "tensor": 4}
 
 
-@pytest.mark.parametrize("impl, shape", [("splash", FSDP_TP), ("splash", KV_REPEATED), ("gpu_flash", FSDP_TP)],
-                         ids=["splash-kv_split", "splash-kv_repeated", "gpu_flash-kv_split"])
+@pytest.mark.parametrize("impl, shape", [("splash", FSDP_TP), ("gpu_flash", KV_REPEATED)],
+                         ids=["splash-kv_split", "gpu_flash-kv_repeated"])
 def test_fused_attention_kernels_sharded(tied_checkpoint, impl, shape):
     """A kernel per device in a shard_map (Pallas interpreter): rows over data/fsdp, heads over tensor
     (the 2 KV heads repeated when 4 tensor devices cannot split them); log-probs and gradients of a

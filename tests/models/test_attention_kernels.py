@@ -60,7 +60,7 @@ def test_the_platform_picks_the_form():
                     attention_impl="flash")
 
 
-@pytest.mark.parametrize("impl", ["splash", "gpu_flash"])
+@pytest.mark.parametrize("impl", ["splash"])  # gpu_flash through the model: the sharded check
 def test_packed_model_with_a_kernel_equals_the_dense_model(tied_checkpoint, impl):
     """Four rows of packed segments over 256 positions: token log-probs and every parameter's gradient
     of a log-prob loss equal the dense model's."""
