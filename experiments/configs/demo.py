@@ -10,9 +10,9 @@ Game: coin in 3 rooms, 1 distractor, no doors: gold paths of 2-7 actions, so a 1
 room to wander. 8 groups x 8 rollouts per iteration; responses of at most 24 tokens (a short think
 and an action). The learning rate suits a small model freshly warm-started, not a 1.5B one.
 
-Measured on 2026-12-03 on a 2-core AMD EPYC VM (AVX2): held-out success on 128 dev seeds at T=1.0
+Measured on a 2-core AMD EPYC VM (AVX2): held-out success on 128 dev seeds at T=1.0
 (the sampling temperature; see ``eval_temperature`` below), warm start -> iteration 10 ->
-iteration 20: seed 0 0.523 -> 0.664 -> 0.734 (+0.211), seed 1 0.477 -> 0.555 -> 0.711 (+0.234).
+iteration 20 (2026-12-04, fresh clone): seed 0 0.523 -> 0.680 -> 0.750 (+0.227), seed 1 0.469 -> 0.672 -> 0.695 (+0.227).
 The learning rate was 1e-3 until then: on an earlier machine that gave seed 0 +0.219 and seed 1
 +0.250, but on this one that commit (21b0a6e) and the current code, from the same warm start, both
 collapsed seed 0 to 0.336 (-0.188), with identical metrics iteration by iteration. Most likely
