@@ -103,7 +103,7 @@ def setup_libtpu() -> str:
     os.environ.setdefault("TPU_WORKER_HOSTNAMES", "localhost")
     os.environ.setdefault("TPU_ACCELERATOR_TYPE", "v5litepod-1")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    # libtpu otherwise takes /tmp/libtpu_lockfile, and a second compiling process (another aot run, a test)
+    # libtpu otherwise takes a lockfile of its own in the temp folder, and a second compiling process (another aot run, a test)
     # fails with "Internal error when accessing libtpu multi-process lockfile"; nothing here opens a TPU.
     os.environ.setdefault("ALLOW_MULTIPLE_LIBTPU_LOAD", "1")
     if importlib.util.find_spec("libtpu") is not None:
@@ -183,29 +183,35 @@ def preset_for_name(name: str) -> str | None:
 
 
 def model_config(config, model: str | None, dtype: str):
-    """The ``ModelConfig`` to compile and a phrase saying where its shape came from."""
-    from milegpo_jax.models import config_from_hf, preset
-    from milegpo_jax.models.qwen2 import PRESETS
+    """The ``ModelConfig`` to compile and a phrase saying where its shape came from: the shape with every
+    runtime option of the run (remat, scan, attention block and kernel) applied as the trainer's model
+    has them, and this command's dtypes."""
     from milegpo_jax.models.runtime import RuntimeOptions
 
     section = config.model
     dtypes = (section.param_dtype, section.compute_dtype) if dtype == "config" else (dtype, dtype)
-    # every runtime option of the run (remat, scan, attention block and kernel), as the trainer's model has
     options = dataclasses.replace(RuntimeOptions.from_config(config), param_dtype=dtypes[0], compute_dtype=dtypes[1])
-    runtime = {"param_dtype": options.param_dtype, "dtype": options.compute_dtype, "remat": options.remat,
-               "scan_layers": options.scan_layers, "attention_block": options.attention_block,
-               "attention_impl": options.attention_impl}
+    shape, source = model_shape(config, model)
+    return options.apply(shape), source
+
+
+def model_shape(config, model: str | None):
+    """The architecture to compile (``--model``, else the config's source of the policy) and where it came from."""
+    from milegpo_jax.models import config_from_hf, preset
+    from milegpo_jax.models.qwen2 import PRESETS
+
+    section = config.model
     if model is not None:
         if model not in PRESETS:
             raise AotError(f"--model {model!r}: unknown preset; available: {', '.join(sorted(PRESETS))}")
-        return preset(model, **runtime), f"preset {model} (--model)"
+        return preset(model), f"preset {model} (--model)"
     if section.preset is not None:
-        return preset(section.preset, **runtime), f"preset {section.preset}"
+        return preset(section.preset), f"preset {section.preset}"
     if section.hf_checkpoint is not None:
         path = Path(section.hf_checkpoint).expanduser() / "config.json"
         if not path.is_file():
             raise AotError(f"model.hf_checkpoint={section.hf_checkpoint!r}: no config.json there")
-        return config_from_hf(json.loads(path.read_text()), source=str(path)).replace(**runtime), f"{path}"
+        return config_from_hf(json.loads(path.read_text()), source=str(path)), f"{path}"
     if section.architecture is not None:
         arch = section.architecture
         note = "model.architecture"
@@ -213,10 +219,10 @@ def model_config(config, model: str | None, dtype: str):
         if not vocab:  # the tokenizer decides at training time; any small vocabulary shows the shape
             vocab = 1024
             note += " (vocab_size 0: 1024 assumed; set --config.model.architecture.vocab_size)"
-        return arch.model_config(vocab_size=vocab, **runtime), note
+        return arch.model_config(vocab_size=vocab), note
     guess = preset_for_name(section.name) if section.name else None
     if guess is not None:
-        return preset(guess, **runtime), f"preset {guess} (from model.name {section.name!r})"
+        return preset(guess), f"preset {guess} (from model.name {section.name!r})"
     raise AotError(
         "the config names no model shape (model.preset, model.hf_checkpoint, model.architecture are unset): "
         f"pass --model PRESET ({', '.join(sorted(PRESETS))})"
@@ -380,11 +386,11 @@ def attention_flops(model_cfg, form: str, sequences: int, length: int) -> float:
     takes 4 (XLA's dense and blocked forms) or 7 (the kernels recompute the scores: dq 3, dk/dv 4); remat
     recomputes the forward (2 more). ``blocks`` and the kernels skip the block pairs above the
     diagonal: ``(n + 1) / (2 n)`` of the square for ``n`` blocks."""
-    from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS
+    from milegpo_jax.models.attention import KERNEL_PLATFORMS, kernel_tile
 
     remat = 2 if model_cfg.remat != "none" else 0
     if form in KERNEL_PLATFORMS:
-        passes, block = 2 + 7 + remat, 512 if length % 512 == 0 else KERNEL_BLOCK
+        passes, block = 2 + 7 + remat, kernel_tile(length)
     else:
         passes, block = 2 + 4 + remat, model_cfg.attention_block if form == "blocks" else length
     n = length // block

@@ -39,6 +39,12 @@ KERNEL_PLATFORMS = {"splash": "tpu", "gpu_flash": "gpu"}
 KERNEL_BLOCK = 128  # the kernels tile the sequence in blocks of this many positions
 
 
+def kernel_tile(length: int) -> int:
+    """The kernels' tile for ``length`` positions: 512 where it divides the length (fewer, larger
+    steps), else ``KERNEL_BLOCK``."""
+    return 512 if length % 512 == 0 else KERNEL_BLOCK
+
+
 class SegmentBlocks(NamedTuple):
     """The mask of a training forward: segment ids ``[B, T]`` (0: padding) and the block size."""
 
@@ -73,7 +79,7 @@ def choose_attention(impl: str, platform: str, length: int, block: int) -> str:
     its blocks; shorter or ragged lengths (and ``blocks`` without a whole number of at least two
     ``block``-sized blocks) fall back as the dense form."""
     if impl == "auto":
-        impl = {"tpu": "splash", "gpu": "gpu_flash"}.get(platform, "blocks")
+        impl = next((name for name, where in KERNEL_PLATFORMS.items() if where == platform), "blocks")
     if impl in KERNEL_PLATFORMS:
         if length % KERNEL_BLOCK == 0:
             return impl
@@ -155,5 +161,6 @@ __all__ = [
     "check_attention_impl",
     "choose_attention",
     "dense_attention",
+    "kernel_tile",
     "uses_blocks",
 ]

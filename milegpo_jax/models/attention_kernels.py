@@ -26,7 +26,7 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from milegpo_jax.models.attention import KERNEL_BLOCK
+from milegpo_jax.models.attention import KERNEL_BLOCK, kernel_tile
 
 
 @functools.lru_cache(maxsize=64)
@@ -35,7 +35,7 @@ def _splash_kernel(heads: int, length: int, interpret: bool):
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_kernel as kernel
     from jax.experimental.pallas.ops.tpu.splash_attention import splash_attention_mask as masks
 
-    block = 512 if length % 512 == 0 else KERNEL_BLOCK
+    block = kernel_tile(length)
     sizes = kernel.BlockSizes(block_q=block, block_kv=block, block_kv_compute=block, block_q_dkv=block,
                               block_kv_dkv=block, block_kv_dkv_compute=block, block_q_dq=block, block_kv_dq=block)
     mask = masks.MultiHeadMask([masks.CausalMask((length, length))] * heads)

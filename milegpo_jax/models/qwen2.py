@@ -66,6 +66,7 @@ from flax import nnx
 
 from milegpo_jax.models.attention import (
     ATTENTION_IMPLS,
+    KERNEL_PLATFORMS,
     SegmentBlocks,
     SegmentKernel,
     blocked_causal_attention,
@@ -479,7 +480,7 @@ class Qwen2(nnx.Module):
             # ahead of time on a CPU host), else the default backend
             platform = sh.mesh.devices.flat[0].platform if sh is not None else jax.default_backend()
             form = choose_attention(cfg.attention_impl, platform, t, cfg.attention_block)
-            if form in ("splash", "gpu_flash"):
+            if form in KERNEL_PLATFORMS:
                 mask = SegmentKernel(segments, form, interpret=platform == "cpu")
             elif form == "blocks":
                 mask = SegmentBlocks(segments, cfg.attention_block)
