@@ -1,7 +1,12 @@
-"""``python -m experiments.arena`` (the command line lives in cli.py, where spawned workers can import it)."""
+"""``python -m experiments.arena [summarize] ...`` (the commands live in cli.py and
+summary.py, where spawned workers can import them)."""
 
 import sys
 
-from experiments.arena.cli import main
+from experiments.arena import cli, summary
 
-sys.exit(main())
+COMMANDS = {"summarize": summary.main}
+
+if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+    sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
+sys.exit(cli.main())

@@ -5,13 +5,17 @@
 * ``iters_to_50`` / ``iters_to_80``: first iteration whose success rate reaches the level (None if
   never; the mean is over the runs that reached it, ``reached`` counts them);
 * paired comparison: per seed, contestant minus reference (GiGPO) on ``auc`` and ``last``; the mean
-  difference with a two-sided 95 % Student-t interval over seeds.
+  difference with a two-sided 95 % Student-t interval over seeds;
+* a family of claims (``claim_family``): paired AUC differences with Holm-corrected intervals and a
+  verdict against an equivalence margin fixed before the runs (``judge_claims``, docs/arena.md).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+
+from scipy import stats as scipy_stats
 
 LEVELS = (0.5, 0.8)
 # Two-sided 95 % Student-t quantiles t_{0.975, df}, df = 1..30; beyond, the normal-expansion below.
@@ -27,6 +31,89 @@ def t_quantile_975(df: int) -> float:
         return _T975[df - 1]
     z = 1.959964  # Cornish-Fisher expansion around the normal quantile, accurate to 1e-4 for df > 30
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
+def paired_t(differences: Sequence[float], level: float) -> dict[str, float]:
+    """Two-sided paired t test of mean 0 and the mean's two-sided interval at confidence ``1 - level``.
+
+    Needs two or more differences. Identical differences (s.d. 0) give a point interval and p = 1
+    when they are 0, else p = 0.
+    """
+    n = len(differences)
+    if n < 2:
+        raise ValueError(f"a paired t test needs >= 2 seeds, got {n}")
+    mean, std = mean_std(differences)
+    error = std / math.sqrt(n)
+    if error == 0.0:
+        return {"mean": mean, "low": mean, "high": mean, "p": 1.0 if mean == 0 else 0.0}
+    half = float(scipy_stats.t.ppf(1 - level / 2, n - 1)) * error
+    p = 2 * float(scipy_stats.t.sf(abs(mean) / error, n - 1))
+    return {"mean": mean, "low": mean - half, "high": mean + half, "p": p}
+
+
+def holm_levels(p_values: Sequence[float], alpha: float = 0.05) -> tuple[list[float], list[float]]:
+    """Holm's step-down procedure: per hypothesis (input order) the adjusted p value
+    ``max_{j <= rank} min(1, (m - j + 1) p_(j))`` and the level ``alpha / (m - rank + 1)`` its own
+    test and interval use (rank 1 = the smallest p). A hypothesis is rejected iff its adjusted p < alpha."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, levels = [0.0] * m, [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+        levels[index] = alpha / (m - rank)
+    return adjusted, levels
+
+
+VERDICTS = ("supported", "refuted", "equivalent", "unresolved")
+
+
+def verdict(low: float, high: float, mean: float, rejected: bool, margin: float) -> str:
+    """One claim "A is better than B" from the corrected interval of A - B:
+
+    * ``equivalent``: the whole interval lies within [-margin, +margin] (a difference too small to
+      matter, whichever sign and whether or not it is significant);
+    * ``supported`` / ``refuted``: Holm rejects "no difference" and the mean is > 0 / < 0;
+    * ``unresolved``: neither (the seeds cannot tell).
+    """
+    if -margin <= low and high <= margin:
+        return "equivalent"
+    if rejected:
+        return "supported" if mean > 0 else "refuted"
+    return "unresolved"
+
+
+# The paper's chain of claims, each "A beats B": MileGPO full >= w/o PCC >= w/o PCC and RCS >= GraphGPO >= GiGPO.
+PAPER_CHAIN = (("milegpo:full", "milegpo:rcs"), ("milegpo:rcs", "milegpo:md"), ("milegpo:md", "graphgpo"), ("graphgpo", "gigpo"))
+
+
+def claim_family(names: Sequence[str], best_outsider: str | None) -> list[tuple[str, str]]:
+    """The comparisons judged together: the links of PAPER_CHAIN whose two contestants ran, and MileGPO
+    full against ``best_outsider`` (the best contestant outside the paper's six, chosen before scoring)."""
+    pairs = [pair for pair in PAPER_CHAIN if set(pair) <= set(names)]
+    if best_outsider is not None and "milegpo:full" in names:
+        pairs.append(("milegpo:full", best_outsider))
+    return pairs
+
+
+def judge_claims(
+    scores: Mapping[str, Mapping[int, float]], pairs: Sequence[tuple[str, str]], margin: float, alpha: float = 0.05
+) -> list[dict]:
+    """Per pair (A, B): the paired differences A - B over their common seeds, Holm-corrected over the
+    family (test and interval at the pair's Holm level) and the verdict. ``scores``: name -> seed -> AUC."""
+    rows = []
+    for better, worse in pairs:
+        seeds = sorted(set(scores[better]) & set(scores[worse]))
+        differences = [scores[better][s] - scores[worse][s] for s in seeds]
+        rows.append({"claim": f"{better} > {worse}", "a": better, "b": worse, "seeds": len(seeds),
+                     "p": paired_t(differences, alpha)["p"], "differences": differences})
+    adjusted, levels = holm_levels([row["p"] for row in rows], alpha)
+    for row, p_holm, level in zip(rows, adjusted, levels):
+        test = paired_t(row.pop("differences"), level)
+        row.update(mean=test["mean"], low=test["low"], high=test["high"], p_holm=p_holm, level=level,
+                   verdict=verdict(test["low"], test["high"], test["mean"], p_holm < alpha, margin))
+    return rows
 
 
 def iterations_to(curve: Sequence[float], level: float) -> int | None:
