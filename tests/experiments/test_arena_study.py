@@ -1,7 +1,7 @@
 """The arena's kept results and its statistics: ``summarize`` rebuilds the tables of a committed study
 sample (tests/data/arena-sample: a real 15-run study on coin, diagnostics trimmed to those the tables
 use) against numbers computed here from the raw lines; Holm, the paired t test and the verdicts
-against hand-computed values and scipy."""
+against hand-computed values and scipy; the study command's bad input."""
 
 import json
 import shutil
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from scipy import stats as scipy_stats
 
-from experiments.arena import stats, summary
+from experiments.arena import stats, study, summary
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "arena-sample"
 
@@ -144,3 +144,41 @@ def test_judge_claims_by_hand():
     assert [row["verdict"] for row in rows] == ["equivalent", "supported"]
     assert rows[1]["mean"] == pytest.approx(0.205) and rows[1]["level"] == pytest.approx(0.025)
     assert rows[0]["level"] == pytest.approx(0.05) and rows[0]["p"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--select-seeds", "0-2", "--eval-seeds", "2-4"], "seeds [2] are selection seeds too"),
+        (["--select-seeds", "0-2", "--eval-seeds", "3-x"], "--eval-seeds '3-x'"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--seeds", "3"], "--seeds: a study takes"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--updates", "pg,trpo"], "--updates 'pg,trpo'"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--margin", "-1"], "--margin -1.0"),
+    ],
+)
+def test_study_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
+    work = tmp_path / "work"
+    assert study.main(["--work", str(work), "--jobs", "1", "--no-progress", *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err and err.startswith("experiments.arena study: ")
+    assert not work.exists()
+
+
+@pytest.mark.slow
+def test_study_chooses_on_selection_seeds_and_scores_only_fresh_ones(tmp_path, capsys):
+    work = tmp_path / "study"
+    argv = ["--game", "coin", "--groups", "2", "--group-size", "4", "--iterations", "3", "--max-steps", "15",
+            "--select-seeds", "0", "--eval-seeds", "1-2", "--lr-grid", "0.5,3", "--updates", "pg,ppo",
+            "--contestants", "grpo", "gigpo", "--jobs", "1", "--no-progress", "--work", str(work)]
+    assert study.main(argv) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert line["job"] == "arena-study" and line["ran"] == 2 * 4 + 2 * 2  # the same grid for both, then 2 fresh seeds each
+    records = [json.loads(text) for text in (work / "results.jsonl").read_text().splitlines()]
+    for name in ("grpo", "gigpo"):
+        grid = {(r["lr"], r["update"]): _auc(r) for r in records if r["contestant"] == name and r["seed"] == 0}
+        assert len(grid) == 4
+        best = max(sorted(grid, key=lambda option: (option[1], option[0])), key=grid.get)
+        scored = [r for r in records if r["contestant"] == name and r["seed"] in (1, 2)]
+        assert {(r["lr"], r["update"]) for r in scored} == {best}
+    assert study.main(argv) == 0  # resumable: nothing reruns
+    assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ran"] == 0
