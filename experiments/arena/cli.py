@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return make_parser().parse_args(argv)
 
 
-def _env_value(text: str):
+def env_value(text: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -103,7 +103,7 @@ def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[f
         key, sep, value = assignment.partition("=")
         if not sep or not key:
             raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
-        extra[key] = _env_value(value)
+        extra[key] = env_value(value)
     spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
     env_defaults = env_spec(args.env)  # make_arena_env has refused an unknown env already
     recipe = args.recipe or env_defaults.credit_recipe

@@ -33,6 +33,16 @@ def t_quantile_975(df: int) -> float:
     return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
+def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score 95 % interval of a binomial proportion (sensible at 0 and at few trials)."""
+    if trials < 1:
+        raise ValueError("a proportion needs >= 1 trial")
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def paired_t(differences: Sequence[float], level: float) -> dict[str, float]:
     """Two-sided paired t test of mean 0 and the mean's two-sided interval at confidence ``1 - level``.
 
