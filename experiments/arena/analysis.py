@@ -84,9 +84,9 @@ def analyse(records: Sequence[Mapping], select_seeds: Sequence[int] | None, marg
     picking_auc = {name: max(option["mean"] for option in grid[name].values()) for name in names}
     outsider = best_outsider(names, picking_auc)
     auc = {name: {seed: scores["auc"] for seed, scores in per_seed[name].items()} for name in names}
-    pairs = stats.claim_family(names, outsider)
-    enough = all(len(set(auc[a]) & set(auc[b])) >= 2 for a, b in pairs)
-    claims = stats.judge_claims(auc, pairs, margin) if pairs and enough else []
+    # a claim needs a paired t test: both contestants on >= 2 common seeds (the others are left out of the family)
+    pairs = [(a, b) for a, b in stats.claim_family(names, outsider) if len(set(auc[a]) & set(auc[b])) >= 2]
+    claims = stats.judge_claims(auc, pairs, margin) if pairs else []
     return {"names": names, "results": results, "curves": {name: [run["success"] for run in scored[name]] for name in names},
             "diagnostics": diagnostics, "claims": claims, "best_outsider": outsider, "margin": margin,
             "grid": grid if selection is not None else None,

@@ -182,3 +182,24 @@ def test_study_chooses_on_selection_seeds_and_scores_only_fresh_ones(tmp_path, c
         assert {(r["lr"], r["update"]) for r in scored} == {best}
     assert study.main(argv) == 0  # resumable: nothing reruns
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ran"] == 0
+
+
+def test_the_outsider_and_the_rates_are_picked_on_the_selection_seeds_only():
+    from experiments.arena.analysis import analyse
+
+    def record(name, seed, lr, level):
+        return {"contestant": name, "seed": seed, "lr": lr, "update": "pg", "success": [level, level],
+                "greedy": [level, level], "credit": {"zero_advantage_fraction": [0.5, None]}}
+
+    records = [record("milegpo:full", 0, 1.0, 0.5), record("milegpo:full", 0, 3.0, 0.6)]
+    records += [record("hgpo", 0, 1.0, 0.7), record("hgpo", 0, 3.0, 0.2), record("g2po", 0, 1.0, 0.4), record("g2po", 0, 3.0, 0.1)]
+    for seed, (full, hgpo, g2po) in zip((1, 2, 3), ((0.8, 0.3, 0.9), (0.9, 0.35, 0.95), (0.85, 0.2, 0.9))):
+        # fresh seeds: g2po does better here, but the outsider was already picked (hgpo, on seed 0)
+        records += [record("milegpo:full", seed, 3.0, full), record("hgpo", seed, 1.0, hgpo), record("g2po", seed, 1.0, g2po)]
+    result = analyse(records, [0], 0.01)
+    assert result["chosen"] == {"milegpo:full": "lr 3", "hgpo": "lr 1", "g2po": "lr 1"}
+    assert result["best_outsider"] == "hgpo" and result["scored_seeds"] == [1, 2, 3]
+    (claim,) = result["claims"]
+    assert claim["claim"] == "milegpo:full > hgpo" and claim["mean"] == pytest.approx((0.5 + 0.55 + 0.65) / 3)
+    assert result["diagnostics"]["hgpo"]["zero_advantage_fraction"] == 0.5  # undefined iterations are skipped
+    assert analyse([record("milegpo:full", 0, 1.0, 0.5), record("hgpo", 0, 1.0, 0.4)], None, 0.01)["claims"] == []  # one seed: no test
