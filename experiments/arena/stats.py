@@ -18,19 +18,6 @@ from collections.abc import Mapping, Sequence
 from scipy import stats as scipy_stats
 
 LEVELS = (0.5, 0.8)
-# Two-sided 95 % Student-t quantiles t_{0.975, df}, df = 1..30; beyond, the normal-expansion below.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
-
-
-def t_quantile_975(df: int) -> float:
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = 1.959964  # Cornish-Fisher expansion around the normal quantile, accurate to 1e-4 for df > 30
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
 
 
 def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
@@ -151,7 +138,7 @@ def paired_interval(differences: Sequence[float]) -> dict[str, float | None]:
     n = len(differences)
     if n < 2:
         return {"mean": mean, "low": None, "high": None}
-    half = t_quantile_975(n - 1) * std / math.sqrt(n)
+    half = float(scipy_stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
     return {"mean": mean, "low": mean - half, "high": mean + half}
 
 
