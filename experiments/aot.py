@@ -176,7 +176,7 @@ def check_topology(topology: str) -> tuple[str, tuple[int, ...]]:
 
 def preset_for_name(name: str) -> str | None:
     """``"Qwen2.5-1.5B-Instruct"`` -> ``"qwen2.5-1.5b"`` when that preset exists."""
-    from milegpo_jax.models.qwen2 import PRESETS
+    from milegpo_jax.models.model_config import PRESETS
 
     key = name.lower().removesuffix("-instruct")
     return key if key in PRESETS else None
@@ -198,7 +198,7 @@ def model_config(config, model: str | None, dtype: str):
 def model_shape(config, model: str | None):
     """The architecture to compile (``--model``, else the config's source of the policy) and where it came from."""
     from milegpo_jax.models import config_from_hf, preset
-    from milegpo_jax.models.qwen2 import PRESETS
+    from milegpo_jax.models.model_config import PRESETS
 
     section = config.model
     if model is not None:
@@ -235,7 +235,7 @@ def runtime_options(config, model_cfg, args):
 
     chunk = args.logits_chunk if args.logits_chunk is not None else config.ppo.logits_chunk
     return dataclasses.replace(RuntimeOptions.from_config(config), param_dtype=model_cfg.param_dtype,
-                               compute_dtype=model_cfg.dtype, logits_chunk=int(chunk))
+                               compute_dtype=model_cfg.compute_dtype, logits_chunk=int(chunk))
 
 
 def mesh_config(text: str | None, default):
@@ -340,7 +340,7 @@ def abstract_params(model_cfg, sharding):
     from milegpo_jax.models import abstract_model
     from milegpo_jax.parallel import state_shardings
 
-    model = abstract_model(model_cfg, sharding)  # model.sharding is set: activations are constrained too
+    model = abstract_model(model_cfg.config, model_cfg.runtime, sharding)  # model.sharding is set: activations are constrained too
     graphdef, state = nnx.split(model)
     shardings = state_shardings(state, sharding)
     return graphdef, with_shardings(state, shardings), shardings
@@ -540,7 +540,7 @@ def run(args, overrides) -> tuple[dict, bool]:
     from milegpo_jax.config import ConfigError
     from milegpo_jax.models import num_params
     from milegpo_jax.models.attention import check_attention_impl
-    from milegpo_jax.models.qwen2 import ModelConfigError
+    from milegpo_jax.models.model_config import ModelConfigError
     from milegpo_jax.parallel import ShardingError, make_mesh
 
     what = [w.strip() for w in args.what.split(",") if w.strip()]
@@ -569,7 +569,7 @@ def run(args, overrides) -> tuple[dict, bool]:
     print(f"topology {args.topology}: {len(devices)} x {kind}, {hbm_chip_gib} GiB HBM each; mesh {mesh_text}")
     count = num_params(model_cfg)
     size = f"{count / 1e9:.2f} B" if count >= 1e8 else f"{count / 1e6:.2f} M"
-    print(f"model: {source}; {size} parameters, weights {model_cfg.param_dtype}, compute {model_cfg.dtype}, "
+    print(f"model: {source}; {size} parameters, weights {model_cfg.param_dtype}, compute {model_cfg.compute_dtype}, "
           f"remat {model_cfg.remat}, scan_layers {model_cfg.scan_layers}, attention {model_cfg.attention_impl}")
 
     reports = []

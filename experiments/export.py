@@ -30,7 +30,7 @@ def export_trained(workdir: str | Path, out: str | Path, iteration: int | None =
     import orbax.checkpoint as ocp
     from flax import nnx
 
-    from milegpo_jax.models import load_pretrained, save_pretrained
+    from milegpo_jax.models import RuntimeOptions, load_pretrained, save_pretrained
 
     workdir, out = Path(workdir), Path(out)
     iterations = checkpoint_iterations(workdir)
@@ -46,7 +46,7 @@ def export_trained(workdir: str | Path, out: str | Path, iteration: int | None =
     state = ocp.StandardCheckpointer().restore((workdir / "checkpoints" / str(iteration) / "state").resolve())
     # the run's layer layout: one stacked layer (scan_layers) or one entry per layer
     scanned = not all(str(key).isdigit() for key in state["params"]["layers"])
-    model, config = load_pretrained(workdir / "warm_start", scan_layers=scanned)
+    model, config = load_pretrained(workdir / "warm_start", runtime=RuntimeOptions(scan_layers=scanned))
     params = nnx.state(model, nnx.Param)
     nnx.replace_by_pure_dict(params, state["params"])
     nnx.update(model, params)

@@ -226,8 +226,23 @@ def test_architecture_gives_a_model_config():
     arch = config.model.architecture
     with pytest.raises(ConfigError, match="tokenizer's size"):
         arch.model_config()  # vocab_size 0: taken from the tokenizer
-    model_config = arch.model_config(vocab_size=300, param_dtype=config.model.param_dtype)
+    model_config = arch.model_config(vocab_size=300, eos_token_id=7)
     assert model_config.vocab_size == 300 and model_config.hidden_size == arch.hidden_size
+    assert model_config.eos_token_id == 7
+
+
+def test_the_config_package_imports_without_jax():
+    """Reading and checking a config needs no accelerator library: a fresh interpreter that imports
+    milegpo_jax.config (and builds the demo config) has loaded neither jax nor flax."""
+    code = (
+        "import sys\n"
+        "import milegpo_jax.config as c\n"
+        f"c.load_config(c.load_config_file({str(REPO / 'experiments/configs/demo.py')!r}))\n"
+        "print(sorted(m for m in ('jax', 'flax') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
 
 
 # ------------------------------------------------------------------------------- hashing

@@ -1,7 +1,12 @@
-"""``python -m experiments.arena`` (the command line lives in cli.py, where spawned workers can import it)."""
+"""``python -m experiments.arena [study | summarize | uniform] ...`` (the commands live in cli.py, study.py,
+summary.py and uniform.py, where spawned workers can import them)."""
 
 import sys
 
-from experiments.arena.cli import main
+from experiments.arena import cli, study, summary, uniform
 
-sys.exit(main())
+COMMANDS = {"study": study.main, "summarize": summary.main, "uniform": uniform.main}
+
+if len(sys.argv) > 1 and sys.argv[1] in COMMANDS:
+    sys.exit(COMMANDS[sys.argv[1]](sys.argv[2:]))
+sys.exit(cli.main())

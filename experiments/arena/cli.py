@@ -23,8 +23,8 @@ from pathlib import Path
 from envs_bridge.base import EnvError
 from envs_bridge.registry import EnvUnavailableError
 from envs_bridge.specs import env_spec
-from experiments.arena import output, stats
-from experiments.arena.contestants import BASELINE, PAPER_CONTESTANTS, parse_contestants
+from experiments.arena import output, stats, summary
+from experiments.arena.contestants import PAPER_CONTESTANTS, parse_contestants
 from experiments.arena.envs import ArenaEnv, make_arena_env, make_backend
 from experiments.arena.policy import UPDATES
 from experiments.arena.run import RunSettings
@@ -36,8 +36,9 @@ class ArenaInputError(ValueError):
     """Bad command-line input: reported in one line, exit status 2."""
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m experiments.arena", description=__doc__.split("\n")[0])
+def make_parser(prog: str = "python -m experiments.arena", description: str = __doc__.split("\n")[0]) -> argparse.ArgumentParser:
+    """The arena's options (the study command adds its own to these)."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--env", default="textworld_express")
     parser.add_argument("--game", default=None, help="TextWorldExpress preset (experiments/arena/envs.py)")
     parser.add_argument("--env-set", action="append", default=[], metavar="KEY=VALUE", help="adapter option (JSON value or string)")
@@ -63,10 +64,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs in parallel processes")
     parser.add_argument("--work", required=True, help="work directory (resumable: finished runs are skipped)")
     parser.add_argument("--no-progress", action="store_true")
-    return parser.parse_args(argv)
+    return parser
 
 
-def _env_value(text: str):
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    return make_parser().parse_args(argv)
+
+
+def env_value(text: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError:
@@ -98,7 +103,7 @@ def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[f
         key, sep, value = assignment.partition("=")
         if not sep or not key:
             raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
-        extra[key] = _env_value(value)
+        extra[key] = env_value(value)
     spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
     env_defaults = env_spec(args.env)  # make_arena_env has refused an unknown env already
     recipe = args.recipe or env_defaults.credit_recipe
@@ -183,15 +188,18 @@ def execute(job: dict) -> dict:
     directory = Path(job["dir"])
     cache = _cache(spec, max(settings.groups * settings.group_size, settings.tasks))
     greedy: list[float] = []
+    credit: list[dict] = []
 
     with MetricsLogger(directory, 0, tensorboard=False, enabled=True) as logger:
         def log(iteration: int, metrics: dict) -> None:
             greedy.append(metrics["greedy_success_rate"])
+            credit.append({stats.CREDIT_PREFIX + key: value for key, value in metrics["credit"].items()})
             logger.log(iteration, metrics)
 
         outcome = run_once(contestant, job["seed"], job["lr"], settings, cache, log)
-    done = {"contestant": contestant.name, "seed": job["seed"], "lr": job["lr"], "success": outcome["success"],
-            "greedy": greedy, "time": outcome["time"]}
+    # the run's raw record (results.jsonl): curves and every credit diagnostic per iteration
+    done = {"contestant": contestant.name, "seed": job["seed"], "lr": job["lr"], "update": settings.update,
+            "success": outcome["success"], "greedy": greedy, "credit": output.credit_columns(credit), "time": outcome["time"]}
     output.write_json_atomic(directory / output.DONE_FILE, done)
     return done
 
@@ -219,79 +227,83 @@ def run_all(jobs: list[dict], workers: int, cache_dir: str, progress: bool) -> l
     return finished
 
 
-def summarise(done: list[dict], names: list[str], rates: list[float]) -> tuple[dict, dict]:
-    """Per contestant: the chosen rate's summary, its paired comparison vs GiGPO, and the curves."""
-    scores: dict[tuple[str, float], dict[int, dict]] = {}
-    curves: dict[tuple[str, float], list] = {}
-    for record in sorted(done, key=lambda r: (r["contestant"], r["lr"], r["seed"])):
-        key = (record["contestant"], record["lr"])
-        scores.setdefault(key, {})[record["seed"]] = stats.run_scores(record["success"], record["greedy"])
-        curves.setdefault(key, []).append(record["success"])
-    chosen = {name: max(rates, key=lambda rate: stats.contestant_summary(scores[(name, rate)])["auc"]["mean"]) for name in names}
-    results = {}
-    for name in names:
-        key = (name, chosen[name])
-        entry = {"lr": chosen[name], "summary": stats.contestant_summary(scores[key])}
-        if BASELINE in chosen and name != BASELINE:
-            entry["paired_vs_gigpo"] = stats.paired_against(scores[key], scores[(BASELINE, chosen[BASELINE])])
-        results[name] = entry
-    return results, {name: curves[(name, chosen[name])] for name in names}
+def prepare(args: argparse.Namespace, study: dict | None = None):
+    """Validates the input and the work directory: (spec, contestants, settings, rates, work, the settings
+    to record in arena.json). Raises one of INPUT_ERRORS before anything is written."""
+    spec, contestants, settings, rates, recipe = build(args)
+    work = Path(args.work)
+    recorded = {"env": spec.label, "env_options": dict(spec.options), "recipe": recipe, "credit_set": args.set,
+                "settings": dataclasses.asdict(settings)}
+    if study is not None:
+        recorded["study"] = {**study, "lr_grid": rates}
+    settings_path = work / output.SETTINGS_FILE
+    if settings_path.exists() and json.loads(settings_path.read_text()) != json.loads(json.dumps(recorded)):
+        raise ArenaInputError(f"{settings_path}: this work directory holds an arena with other settings; use a new --work")
+    probe = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
+    if probe.num_tasks("train") < 1:
+        raise ArenaInputError(f"{spec.label}: the train split holds no tasks")
+    if settings.train_tasks and max(settings.train_tasks) >= probe.num_tasks("train"):
+        raise ArenaInputError(f"--train-tasks: the train split of {spec.label} holds task ids 0..{probe.num_tasks('train') - 1}")
+    return spec, contestants, settings, rates, work, recorded
+
+
+INPUT_ERRORS = (ArenaInputError, CreditConfigError, EnvError, EnvUnavailableError)
+
+
+def plan(work: Path, spec: ArenaEnv, settings: RunSettings, runs: list[tuple]) -> tuple[list[dict], list[dict]]:
+    """``runs``: (seed, contestant, lr, update) in the order to run them -> (jobs still to run, runs done)."""
+    jobs, done = [], []
+    for seed, contestant, rate, update in runs:
+        directory = output.run_dir(work, contestant.name, seed, rate, update)
+        previous = output.run_record(directory, settings.update)
+        if previous is not None and len(previous["success"]) == settings.iterations:
+            done.append(previous)
+        else:
+            jobs.append({"spec": spec, "contestant": contestant, "settings": dataclasses.replace(settings, update=update),
+                         "seed": seed, "lr": rate, "dir": str(directory)})
+    return jobs, done
+
+
+def run_planned(jobs: list[dict], workers: int, progress: bool) -> list[dict]:
+    if workers > 1:
+        _close_backends()  # the workers build their own
+    try:
+        return run_all(jobs, min(workers, max(len(jobs), 1)), compilation_cache_dir(), progress)
+    finally:
+        _close_backends()
+
+
+def save_results(work: Path, records: list[dict], names: list[str]) -> None:
+    """results.jsonl: the runs in contestant order, then update, rate and seed (summary reads only this)."""
+    order = {name: index for index, name in enumerate(names)}
+    ordered = sorted(records, key=lambda r: (order[r["contestant"]], r["update"], r["lr"], r["seed"]))
+    output.write_results(work, [{key: record[key] for key in (*output.RECORD_FIELDS, "time")} for record in ordered])
+
+
+def compact_line(analysed: dict, label: str, records: list[dict], ran: int, started: float, job: str = "arena", **extra) -> str:
+    time_split = {key: round(sum(r["time"][key] for r in records), 2) for key in ("env_s", "credit_s", "update_s")}
+    compact = {name: {"last": entry["summary"]["last"]["mean"], "auc": entry["summary"]["auc"]["mean"], "lr": entry["lr"]}
+               for name, entry in analysed["results"].items()}
+    return json.dumps({"job": job, "env": label, "results": compact, "time": time_split, "runs": len(records),
+                       "ran": ran, "wall_s": round(time.time() - started, 2), **extra})
 
 
 def main(argv: list[str] | None = None) -> int:
     started = time.time()
     args = parse_args(argv)
     try:
-        spec, contestants, settings, rates, recipe = build(args)
-        work = Path(args.work)
-        recorded = {"env": spec.label, "env_options": dict(spec.options), "recipe": recipe, "credit_set": args.set,
-                    "settings": dataclasses.asdict(settings)}
-        settings_path = work / output.SETTINGS_FILE
-        if settings_path.exists() and json.loads(settings_path.read_text()) != json.loads(json.dumps(recorded)):
-            raise ArenaInputError(f"{settings_path}: this work directory holds an arena with other settings; use a new --work")
-        probe = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
-        if probe.num_tasks("train") < 1:
-            raise ArenaInputError(f"{spec.label}: the train split holds no tasks")
-        if settings.train_tasks and max(settings.train_tasks) >= probe.num_tasks("train"):
-            raise ArenaInputError(f"--train-tasks: the train split of {spec.label} holds task ids 0..{probe.num_tasks('train') - 1}")
-    except (ArenaInputError, CreditConfigError, EnvError, EnvUnavailableError) as error:
+        spec, contestants, settings, rates, work, recorded = prepare(args)
+    except INPUT_ERRORS as error:
         _close_backends()
         print(f"experiments.arena: {error}", file=sys.stderr)
         return 2
-    output.write_json_atomic(settings_path, recorded)
-
-    jobs, done = [], []
+    output.write_json_atomic(work / output.SETTINGS_FILE, recorded)
     # seed-major: parallel workers start on different contestants, so each credit program is compiled
     # once (the compilation cache on disk serves the other seeds)
-    for seed in range(args.seeds):
-        for contestant in contestants:
-            for rate in rates:
-                directory = output.run_dir(work, contestant.name, seed, rate)
-                previous = output.read_done(directory)
-                if previous is not None and len(previous["success"]) == settings.iterations:
-                    done.append(previous)
-                else:
-                    jobs.append({"spec": spec, "contestant": contestant, "settings": settings, "seed": seed, "lr": rate, "dir": str(directory)})
-    if args.jobs > 1:
-        _close_backends()  # the workers build their own
-    try:
-        done += run_all(jobs, min(args.jobs, max(len(jobs), 1)), compilation_cache_dir(), not args.no_progress)
-    finally:
-        _close_backends()
-
-    names = [contestant.name for contestant in contestants]
-    results, curves = summarise(done, names, rates)
-    title = f"{spec.label}: G={settings.groups} K={settings.group_size}, {settings.tasks} tasks, {args.seeds} seeds, {settings.update}"
-    (work / "table.md").write_text(output.markdown_table(title, results))
-    output.write_json_atomic(work / "table.json", {"title": title, "results": results})
-    output.plot_curves(work / "curves.png", title, curves, "success rate (training rollouts)")
-    diagnostics = {name: stats.diagnostics_means([record for seed in range(args.seeds) for record in
-                                                  output.read_metrics(output.run_dir(work, name, seed, results[name]["lr"]))])
-                   for name in names}
-    (work / "diagnostics.md").write_text(output.diagnostics_table(title + ": credit diagnostics, mean over iterations and seeds", diagnostics))
-    output.write_json_atomic(work / "diagnostics.json", diagnostics)
-    time_split = {key: round(sum(r["time"][key] for r in done), 2) for key in ("env_s", "credit_s", "update_s")}
-    compact = {name: {"last": entry["summary"]["last"]["mean"], "auc": entry["summary"]["auc"]["mean"], "lr": entry["lr"]} for name, entry in results.items()}
-    print(json.dumps({"job": "arena", "env": spec.label, "results": compact, "time": time_split, "runs": len(done),
-                      "ran": len(jobs), "wall_s": round(time.time() - started, 2)}))
+    runs = [(seed, contestant, rate, settings.update) for seed in range(args.seeds) for contestant in contestants for rate in rates]
+    jobs, done = plan(work, spec, settings, runs)
+    done += run_planned(jobs, args.jobs, not args.no_progress)
+    save_results(work, done, [contestant.name for contestant in contestants])
+    analysed = summary.summarize(work)
+    print(compact_line(analysed, spec.label, done, len(jobs), started))
     return 0

@@ -18,11 +18,13 @@ from experiments.arena import stats
 
 SETTINGS_FILE = "arena.json"
 DONE_FILE = "done.json"
+RESULTS_FILE = "results.jsonl"  # every run's per-iteration record, one JSON line per run: what summarize reads
 
 
-def run_dir(work: Path, contestant: str, seed: int, lr: float) -> Path:
+def run_dir(work: Path, contestant: str, seed: int, lr: float, update: str = "pg") -> Path:
+    """``runs/<contestant>/seed<S>-lr<LR>``; a PPO run gets ``-ppo`` appended (plain PG keeps the old name)."""
     safe = re.sub(r"[^A-Za-z0-9._=+-]", "-", contestant.replace(":", "-").replace("@", "+"))
-    return work / "runs" / safe / f"seed{seed}-lr{lr:g}"
+    return work / "runs" / safe / (f"seed{seed}-lr{lr:g}" + ("" if update == "pg" else f"-{update}"))
 
 
 def write_json_atomic(path: Path, data) -> None:
@@ -42,6 +44,64 @@ def read_done(path: Path) -> dict | None:
 def read_metrics(directory: Path) -> list[dict]:
     path = directory / "metrics.jsonl"
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+
+
+def credit_columns(records: Sequence[Mapping]) -> dict[str, list]:
+    """The ``credit/*`` values of per-iteration records as one list per diagnostic (None where undefined)."""
+    keys = sorted({key for record in records for key in record if key.startswith(stats.CREDIT_PREFIX)})
+    return {key[len(stats.CREDIT_PREFIX):]: [_rounded(record.get(key)) for record in records] for key in keys}
+
+
+def _rounded(value):
+    return round(float(value), 6) if isinstance(value, float) else value  # 6 decimals keep results.jsonl small
+
+
+def run_record(directory: Path, default_update: str) -> dict | None:
+    """A finished run's record (done.json); one written before done.json carried the credit columns
+    and the update rule gets them from metrics.jsonl and the arena's settings."""
+    done = read_done(directory)
+    if done is None:
+        return None
+    done.setdefault("update", default_update)
+    if "credit" not in done:
+        done["credit"] = credit_columns(read_metrics(directory))
+    return done
+
+
+def write_results(work: Path, records: Sequence[Mapping]) -> None:
+    temporary = work / (RESULTS_FILE + ".tmp")
+    temporary.write_text("".join(json.dumps(record, sort_keys=True) + "\n" for record in records))
+    os.replace(temporary, work / RESULTS_FILE)
+
+
+class ResultsError(ValueError):
+    """An unreadable results file: one line naming file:line."""
+
+
+RECORD_FIELDS = ("contestant", "seed", "lr", "update", "success", "greedy", "credit")
+
+
+def read_results(work: Path) -> list[dict]:
+    path = work / RESULTS_FILE
+    if not path.exists():
+        raise ResultsError(f"{path}: no such file (a finished arena writes it)")
+    records = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise ResultsError(f"{path}:{number}: not JSON ({error.msg})") from None
+        missing = [field for field in RECORD_FIELDS if not isinstance(record, dict) or field not in record]
+        if missing:
+            raise ResultsError(f"{path}:{number}: a run record needs {', '.join(missing)}")
+        if not record["success"] or len(record["greedy"]) != len(record["success"]):
+            raise ResultsError(f"{path}:{number}: success and greedy must be equally long, non-empty curves")
+        records.append(record)
+    if not records:
+        raise ResultsError(f"{path}: holds no run")
+    return records
 
 
 DIAGNOSTIC_COLUMNS = ("tie_share", "pooled_tie_share", "tie_correction_rate", "pooled_tie_correction_rate",
@@ -75,6 +135,49 @@ def _interval(entry: Mapping | None) -> str:
     return f"{entry['mean']:+.3f} [{entry['low']:+.3f}, {entry['high']:+.3f}]"
 
 
+def rate_label(lr: float, update: str) -> str:
+    return f"{lr:g}" if update == "pg" else f"{lr:g} {update}"
+
+
+def _p(value: float) -> str:
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _share(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}"
+
+
+def claims_table(title: str, rows: Sequence[Mapping], diagnostics: Mapping[str, Mapping], margin: float) -> str:
+    """The claim family (stats.judge_claims) with each side's tie-correction rate (pooled) and zero-advantage share."""
+    lines = [f"### {title}", "",
+             f"Paired Δ AUC per seed, Holm-corrected over the {len(rows)} claims (each interval at its Holm level); "
+             f"equivalence margin ±{margin:g} AUC, fixed before the runs.", "",
+             "| claim | seeds | Δ AUC [Holm CI] | CI level | p | p Holm | verdict | tie corr. A / B | zero adv. A / B |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        a, b = diagnostics.get(row["a"], {}), diagnostics.get(row["b"], {})
+        lines.append(
+            f"| {row['a']} > {row['b']} | {row['seeds']} | {row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}] "
+            f"| {1 - row['level']:.4g} | {_p(row['p'])} | {_p(row['p_holm'])} | **{row['verdict']}** "
+            f"| {_share(a.get('pooled_tie_correction_rate'))} / {_share(b.get('pooled_tie_correction_rate'))} "
+            f"| {_share(a.get('zero_advantage_fraction'))} / {_share(b.get('zero_advantage_fraction'))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def selection_table(title: str, grid: Mapping[str, Mapping[str, Mapping]], chosen: Mapping[str, str]) -> str:
+    """Mean AUC ± std on the selection seeds per contestant and (rate, update); bold: the chosen one."""
+    options = list(dict.fromkeys(option for row in grid.values() for option in row))
+    lines = [f"### {title}", "", "| contestant | " + " | ".join(options) + " |", "|---|" + "---|" * len(options)]
+    for name, row in grid.items():
+        cells = []
+        for option in options:
+            text = _fmt(row.get(option))
+            cells.append(f"**{text}**" if option == chosen[name] else text)
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def markdown_table(title: str, results: Mapping[str, Mapping]) -> str:
     lines = [
         f"### {title}",
@@ -87,7 +190,7 @@ def markdown_table(title: str, results: Mapping[str, Mapping]) -> str:
         for key in ("iters_to_50", "iters_to_80"):
             summary[key]["of"] = summary["seeds"]
         lines.append(
-            f"| {name} | {entry['lr']:g} | {_fmt(summary['last'])} | {_fmt(summary['auc'])} | {_fmt(summary['greedy_last'])} "
+            f"| {name} | {rate_label(entry['lr'], entry.get('update', 'pg'))} | {_fmt(summary['last'])} | {_fmt(summary['auc'])} | {_fmt(summary['greedy_last'])} "
             f"| {_fmt(summary['iters_to_50'], 1)} | {_fmt(summary['iters_to_80'], 1)} "
             f"| {_interval(paired.get('auc'))} | {_interval(paired.get('last'))} |"
         )

@@ -5,7 +5,9 @@
 * ``iters_to_50`` / ``iters_to_80``: first iteration whose success rate reaches the level (None if
   never; the mean is over the runs that reached it, ``reached`` counts them);
 * paired comparison: per seed, contestant minus reference (GiGPO) on ``auc`` and ``last``; the mean
-  difference with a two-sided 95 % Student-t interval over seeds.
+  difference with a two-sided 95 % Student-t interval over seeds;
+* a family of claims (``claim_family``): paired AUC differences with Holm-corrected intervals and a
+  verdict against an equivalence margin fixed before the runs (``judge_claims``, docs/arena.md).
 """
 
 from __future__ import annotations
@@ -13,20 +15,102 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from scipy import stats as scipy_stats
+
 LEVELS = (0.5, 0.8)
-# Two-sided 95 % Student-t quantiles t_{0.975, df}, df = 1..30; beyond, the normal-expansion below.
-_T975 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-         2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-         2.045, 2.042)
 
 
-def t_quantile_975(df: int) -> float:
-    if df < 1:
-        raise ValueError(f"degrees of freedom must be >= 1, got {df}")
-    if df <= len(_T975):
-        return _T975[df - 1]
-    z = 1.959964  # Cornish-Fisher expansion around the normal quantile, accurate to 1e-4 for df > 30
-    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+def wilson_interval(successes: int, trials: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score 95 % interval of a binomial proportion (sensible at 0 and at few trials)."""
+    if trials < 1:
+        raise ValueError("a proportion needs >= 1 trial")
+    p = successes / trials
+    centre = (p + z * z / (2 * trials)) / (1 + z * z / trials)
+    half = z * math.sqrt(p * (1 - p) / trials + z * z / (4 * trials * trials)) / (1 + z * z / trials)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def paired_t(differences: Sequence[float], level: float) -> dict[str, float]:
+    """Two-sided paired t test of mean 0 and the mean's two-sided interval at confidence ``1 - level``.
+
+    Needs two or more differences. Identical differences (s.d. 0) give a point interval and p = 1
+    when they are 0, else p = 0.
+    """
+    n = len(differences)
+    if n < 2:
+        raise ValueError(f"a paired t test needs >= 2 seeds, got {n}")
+    mean, std = mean_std(differences)
+    error = std / math.sqrt(n)
+    if error == 0.0:
+        return {"mean": mean, "low": mean, "high": mean, "p": 1.0 if mean == 0 else 0.0}
+    half = float(scipy_stats.t.ppf(1 - level / 2, n - 1)) * error
+    p = 2 * float(scipy_stats.t.sf(abs(mean) / error, n - 1))
+    return {"mean": mean, "low": mean - half, "high": mean + half, "p": p}
+
+
+def holm_levels(p_values: Sequence[float], alpha: float = 0.05) -> tuple[list[float], list[float]]:
+    """Holm's step-down procedure: per hypothesis (input order) the adjusted p value
+    ``max_{j <= rank} min(1, (m - j + 1) p_(j))`` and the level ``alpha / (m - rank + 1)`` its own
+    test and interval use (rank 1 = the smallest p). A hypothesis is rejected iff its adjusted p < alpha."""
+    m = len(p_values)
+    order = sorted(range(m), key=lambda i: p_values[i])
+    adjusted, levels = [0.0] * m, [0.0] * m
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p_values[index]))
+        adjusted[index] = running
+        levels[index] = alpha / (m - rank)
+    return adjusted, levels
+
+
+VERDICTS = ("supported", "refuted", "equivalent", "unresolved")
+
+
+def verdict(low: float, high: float, mean: float, rejected: bool, margin: float) -> str:
+    """One claim "A is better than B" from the corrected interval of A - B:
+
+    * ``equivalent``: the whole interval lies within [-margin, +margin] (a difference too small to
+      matter, whichever sign and whether or not it is significant);
+    * ``supported`` / ``refuted``: Holm rejects "no difference" and the mean is > 0 / < 0;
+    * ``unresolved``: neither (the seeds cannot tell).
+    """
+    if -margin <= low and high <= margin:
+        return "equivalent"
+    if rejected:
+        return "supported" if mean > 0 else "refuted"
+    return "unresolved"
+
+
+# The paper's chain of claims, each "A beats B": MileGPO full >= w/o PCC >= w/o PCC and RCS >= GraphGPO >= GiGPO.
+PAPER_CHAIN = (("milegpo:full", "milegpo:rcs"), ("milegpo:rcs", "milegpo:md"), ("milegpo:md", "graphgpo"), ("graphgpo", "gigpo"))
+
+
+def claim_family(names: Sequence[str], best_outsider: str | None) -> list[tuple[str, str]]:
+    """The comparisons judged together: the links of PAPER_CHAIN whose two contestants ran, and MileGPO
+    full against ``best_outsider`` (the best contestant outside the paper's six, chosen before scoring)."""
+    pairs = [pair for pair in PAPER_CHAIN if set(pair) <= set(names)]
+    if best_outsider is not None and "milegpo:full" in names:
+        pairs.append(("milegpo:full", best_outsider))
+    return pairs
+
+
+def judge_claims(
+    scores: Mapping[str, Mapping[int, float]], pairs: Sequence[tuple[str, str]], margin: float, alpha: float = 0.05
+) -> list[dict]:
+    """Per pair (A, B): the paired differences A - B over their common seeds, Holm-corrected over the
+    family (test and interval at the pair's Holm level) and the verdict. ``scores``: name -> seed -> AUC."""
+    rows = []
+    for better, worse in pairs:
+        seeds = sorted(set(scores[better]) & set(scores[worse]))
+        differences = [scores[better][s] - scores[worse][s] for s in seeds]
+        rows.append({"claim": f"{better} > {worse}", "a": better, "b": worse, "seeds": len(seeds),
+                     "p": paired_t(differences, alpha)["p"], "differences": differences})
+    adjusted, levels = holm_levels([row["p"] for row in rows], alpha)
+    for row, p_holm, level in zip(rows, adjusted, levels):
+        test = paired_t(row.pop("differences"), level)
+        row.update(mean=test["mean"], low=test["low"], high=test["high"], p_holm=p_holm, level=level,
+                   verdict=verdict(test["low"], test["high"], test["mean"], p_holm < alpha, margin))
+    return rows
 
 
 def iterations_to(curve: Sequence[float], level: float) -> int | None:
@@ -54,7 +138,7 @@ def paired_interval(differences: Sequence[float]) -> dict[str, float | None]:
     n = len(differences)
     if n < 2:
         return {"mean": mean, "low": None, "high": None}
-    half = t_quantile_975(n - 1) * std / math.sqrt(n)
+    half = float(scipy_stats.t.ppf(0.975, n - 1)) * std / math.sqrt(n)
     return {"mean": mean, "low": mean - half, "high": mean + half}
 
 

@@ -104,9 +104,12 @@ def device_limits(device_kind: str, peak_tflops: float | None, bandwidth_gbs: fl
     return {"peak_tflops": peak, "bandwidth_gbs": bandwidth, "limits_source": "; ".join(sources) or None}
 
 
-def kv_bytes_per_token(config) -> int:
-    """Bytes of keys + values one token adds to the cache, over all layers (cache in compute dtype)."""
-    return 2 * config.num_layers * config.num_kv_heads * config.head_dim * config.compute_dtype.itemsize
+def kv_bytes_per_token(spec) -> int:
+    """Bytes of keys + values one token adds to the cache, over all layers (cache in compute dtype);
+    ``spec``: a ``ModelSpec`` (architecture and runtime options)."""
+    import jax.numpy as jnp
+
+    return 2 * spec.num_layers * spec.num_kv_heads * spec.head_dim * jnp.dtype(spec.compute_dtype).itemsize
 
 
 def decode_roofline(weight_bytes: int, kv_token_bytes: int, batch: int, mean_context: float, bandwidth_gbs: float) -> float:
@@ -176,15 +179,18 @@ def _parse(argv):
     return args
 
 
-def _model_config(args, param_dtype: str):
-    from milegpo_jax.models import ModelConfig, preset
+def _model_spec(args, param_dtype: str, attention: str = "auto"):
+    """The shape to time and the options it runs with (a ``ModelSpec``)."""
+    from milegpo_jax.models import ModelConfig, RuntimeOptions, preset
 
+    runtime = RuntimeOptions(param_dtype=param_dtype, compute_dtype=args.dtype, remat=args.remat,
+                             attention_impl=attention)
     if args.smoke:
-        return ModelConfig(
+        return runtime.apply(ModelConfig(
             vocab_size=512, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
-            tie_word_embeddings=True, param_dtype=param_dtype, dtype=args.dtype, remat=args.remat,
-        )
-    return preset(args.preset, param_dtype=param_dtype, dtype=args.dtype, remat=args.remat)
+            tie_word_embeddings=True,
+        ))
+    return runtime.apply(preset(args.preset))
 
 
 def _timed(fn) -> float:
@@ -201,8 +207,8 @@ def _bench_decode(args) -> dict:
     from milegpo_jax.models import init_model
     from milegpo_jax.sampling import SamplingConfig, generate
 
-    config = _model_config(args, args.dtype)  # decode weights in the compute dtype, as served
-    model = init_model(config, seed=args.seed)
+    config = _model_spec(args, args.dtype)  # decode weights in the compute dtype, as served
+    model = init_model(config.config, config.runtime, seed=args.seed)
     weight_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     prompts = np.random.default_rng(args.seed).integers(0, config.vocab_size, (args.batch, args.prompt), dtype=np.int32)
     greedy = SamplingConfig(max_new_tokens=args.new_tokens, temperature=0.0)
@@ -242,8 +248,8 @@ def _bench_train(args, attention: str) -> dict:
     from milegpo_jax.train.packing import micro_batch_shape
     from milegpo_jax.train.step import PPOLoss, TrainStep, jit_train_step
 
-    config = _model_config(args, args.train_param_dtype).replace(attention_impl=attention)
-    graphdef, params = nnx.split(init_model(config, seed=args.seed))
+    config = _model_spec(args, args.train_param_dtype, attention)
+    graphdef, params = nnx.split(init_model(config.config, config.runtime, seed=args.seed))
     # the trainer's step (build_train_step makes the same TrainStep from a TrainConfig)
     step = TrainStep(graphdef, make_optimizer(OptimSection()), PPOLoss(PPOLossConfig(), args.logits_chunk))
     opt_state = step.tx.init(params)

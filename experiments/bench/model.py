@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
         "seq": args.seq,
         "params": params,
         "jax_single_thread": args.jax_single_thread,
-        "dtype": config.dtype,
+        "dtype": model.runtime.compute_dtype,
     }
     print(json.dumps(figures))
     return figures

@@ -139,7 +139,7 @@ def _bandwidth_bound(model, args) -> float:
     weight_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree.leaves(nnx.state(model, nnx.Param)))
     mean_context = args.prompt + args.new_tokens / 2  # the cache is in the compute dtype
     kv_bytes = 2 * cfg.num_layers * args.batch * mean_context * cfg.num_kv_heads * cfg.head_dim
-    kv_bytes *= jnp.dtype(cfg.dtype).itemsize
+    kv_bytes *= jnp.dtype(model.runtime.compute_dtype).itemsize
     return args.batch * args.peak_bandwidth_gbs * 1e9 / (weight_bytes + kv_bytes)
 
 
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> dict:
     import numpy as np
     import torch
 
-    from milegpo_jax.models import init_model, load_pretrained, num_params, preset
+    from milegpo_jax.models import RuntimeOptions, init_model, load_pretrained, num_params, preset
     from milegpo_jax.sampling import SamplingConfig, generate
 
     torch.set_num_threads(1)  # two torch threads next to JAX on 2 shared cores are erratic (docs/architecture.md §6.2)
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> dict:
             model, config = load_pretrained(tmp)
         vocab = args.vocab
     else:
-        config = preset(args.preset, param_dtype=args.dtype, dtype=args.dtype)
-        model = init_model(config, seed=args.seed)
+        config = preset(args.preset)
+        model = init_model(config, RuntimeOptions(param_dtype=args.dtype, compute_dtype=args.dtype), seed=args.seed)
         vocab = config.vocab_size
     prompts = np.random.default_rng(args.seed).integers(0, vocab, (args.batch, args.prompt), dtype=np.int32)
     new_tokens = args.batch * args.new_tokens

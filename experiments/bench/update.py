@@ -216,7 +216,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     graphdef, start_params = nnx.split(model)
     # the same parameters under the dense attention mask (the old update's, and the new step without blocks)
-    dense_graphdef, _ = nnx.split(abstract_model(model.config.replace(attention_block=0)))
+    dense_graphdef, _ = nnx.split(abstract_model(model.config, model.runtime.replace(attention_block=0)))
     step = build_train_step(config, graphdef, RuntimeOptions.from_config(config))
     jitted = jit_train_step(step)
     jitted_dense = jit_train_step(build_train_step(config, dense_graphdef, RuntimeOptions.from_config(config)))
@@ -279,7 +279,7 @@ def main(argv: list[str] | None = None) -> dict:
         "old_update_s": round(old_s, 3),
         "new_update_s": round(new_s, 3),
         "new_update_dense_attention_s": round(dense_s, 3),
-        "attention_block": model.config.attention_block,
+        "attention_block": model.runtime.attention_block,
         "speedup_of_attention_blocks": round(dense_s / new_s, 2),
         "old_compile_and_first_s": round(old_compile_s, 2),
         "new_compile_and_first_s": round(new_compile_s, 2),

@@ -20,7 +20,9 @@ int and ``--config.credit.stage=None`` clears an optional field.
 Modules (docs/training.md §1): ``sections.py``/``credit.py``/``schema.py`` the schema (every default,
 once); ``builder.py`` mapping -> dataclasses; ``text.py`` the one text parser (also the credit CLIs'
 ``--set``); ``overrides.py`` ``--config`` flags; ``identity.py`` hash and changes; ``files.py``
-config and sweep files. Nothing here imports ``train/``, ``rollout/`` or an environment's adapter.
+config and sweep files. Nothing here imports ``train/``, ``rollout/`` or an environment's adapter,
+nor jax or flax: the model is read through its jax-free modules (``models.model_config``,
+``models.runtime``) and the mesh through ``mesh_shape`` (docs/architecture.md §3).
 """
 
 from milegpo_jax.config.builder import load_config
@@ -43,7 +45,7 @@ from milegpo_jax.config.sections import (
     SamplingSection,
     SFTSection,
 )
-from milegpo_jax.parallel import MeshConfig
+from milegpo_jax.mesh_shape import MeshConfig
 
 __all__ = [
     "HASH_EXCLUDED",

@@ -19,7 +19,7 @@ import ml_collections
 from milegpo_jax.config.checks import ConfigError, frozen, suggestion
 from milegpo_jax.config.schema import TrainConfig
 from milegpo_jax.config.text import is_mapping, is_optional, strip_optional, type_name
-from milegpo_jax.models.qwen2 import ModelConfigError
+from milegpo_jax.models.model_config import ModelConfigError
 
 # Keys that moved, with where they went (the error says so rather than guessing a close match).
 MOVED_KEYS = {

@@ -24,7 +24,7 @@ from milegpo_jax.config.sections import (
     SFTSection,
 )
 from milegpo_jax.credit.config import CreditConfig
-from milegpo_jax.parallel import MeshConfig
+from milegpo_jax.mesh_shape import MeshConfig
 
 
 @dataclasses.dataclass(frozen=True)

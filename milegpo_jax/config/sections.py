@@ -14,7 +14,9 @@ from typing import Any
 
 from envs_bridge.specs import env_names, env_spec
 from milegpo_jax.config.checks import ConfigError, choice, frozen, non_negative, plain, positive, suggestion
-from milegpo_jax.models.qwen2 import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
+# jax-free modules of the model package: the config imports without jax (docs/architecture.md §3)
+from milegpo_jax.models.model_config import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
+from milegpo_jax.models.runtime import RuntimeOptions
 
 LR_SCHEDULES = ("constant", "cosine", "linear")
 # the loss aggregates by token mean (verl-agent's setting); other modes come with the loss that does them
@@ -48,14 +50,14 @@ class ArchitectureConfig:
         except ModelConfigError as error:
             raise ConfigError(f"model.architecture: {error}") from None
 
-    def model_config(self, vocab_size: int | None = None, **runtime: Any) -> ModelConfig:
+    def model_config(self, vocab_size: int | None = None, **token_ids: Any) -> ModelConfig:
         """The ``ModelConfig``. ``vocab_size`` (the tokenizer's size) is needed when the field is 0;
-        ``runtime`` sets param_dtype / dtype / remat / scan_layers and token ids."""
+        ``token_ids`` sets bos/eos/pad_token_id."""
         fields = dataclasses.asdict(self)
         fields["vocab_size"] = vocab_size if vocab_size is not None else self.vocab_size
         if fields["vocab_size"] < 1:
             raise ConfigError("model.architecture.vocab_size is 0 (the tokenizer's size): pass vocab_size=len(tokenizer)")
-        return ModelConfig(**fields, **runtime)
+        return ModelConfig(**fields, **token_ids)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,17 +77,16 @@ class ModelSection:
     # None: the checkpoint's own tokenizer files (hf_checkpoint), the exact Qwen2.5 tokenizer
     # (preset), or one built for the environment's text (architecture; the demo builds it)
     tokenizer_dir: str | None = None
-    param_dtype: str = "float32"
-    compute_dtype: str = "float32"
-    remat: str = "none"
-    scan_layers: bool = False
-    # training forwards over packed sequences attend block-causally in blocks of this many positions
-    # (about half the attention work of the dense mask; the same log-probs up to float rounding);
-    # 0: dense (docs/models.md §5)
-    attention_block: int = 128
-    # the form of those forwards: "auto" runs a fused kernel on TPU (splash) and GPU (gpu_flash) and
-    # the blocks above on CPU; "xla" the dense mask (docs/models.md §7)
-    attention_impl: str = "auto"
+    # how the model runs: the fields of ``RuntimeOptions`` (whose defaults these are; ``from_config``
+    # reads them, with ppo.logits_chunk): dtypes, remat, scanned layers, the block of block-causal
+    # training forwards (0: dense; docs/models.md §7) and their form ("auto": a fused kernel on TPU and
+    # GPU, the blocks on CPU; "xla": the dense mask; docs/models.md §7)
+    param_dtype: str = RuntimeOptions.param_dtype
+    compute_dtype: str = RuntimeOptions.compute_dtype
+    remat: str = RuntimeOptions.remat
+    scan_layers: bool = RuntimeOptions.scan_layers
+    attention_block: int = RuntimeOptions.attention_block
+    attention_impl: str = RuntimeOptions.attention_impl
 
     def __post_init__(self):
         sources = [name for name in ("hf_checkpoint", "preset", "architecture") if getattr(self, name) is not None]

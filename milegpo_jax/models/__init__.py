@@ -3,57 +3,57 @@ Face checkpoint I/O, GGUF import, tokenizers (docs/models.md).
 
 Model API (docs/architecture.md §5)::
 
-    from milegpo_jax.models import load_pretrained, save_pretrained
-    model, config = load_pretrained(path, mesh=None, dtype="float32")
+    from milegpo_jax.models import RuntimeOptions, load_pretrained, save_pretrained
+    model, config = load_pretrained(path, mesh=None, runtime=RuntimeOptions(compute_dtype="bfloat16"))
     logits = model(input_ids)              # int32 [B, T] -> float [B, T, vocab]
     save_pretrained(model, config, path)
 
-KV cache and masks: see ``milegpo_jax.models.qwen2``; chunked log-probabilities: ``milegpo_jax.models.logprobs``.
+``ModelConfig`` is the architecture, ``RuntimeOptions`` how it runs (``model.config``,
+``model.runtime``). KV cache and masks: see ``milegpo_jax.models.qwen2``; chunked
+log-probabilities: ``milegpo_jax.models.logprobs``.
+
+The names below load on first use (PEP 562), so that ``milegpo_jax.models.model_config`` and
+``milegpo_jax.models.runtime`` import without jax: the training config checks its model section with
+them (docs/architecture.md §3).
 """
 
-from milegpo_jax.models.hf_io import (
-    CheckpointError,
-    UnsupportedConfigError,
-    config_from_hf,
-    config_to_hf,
-    load_pretrained,
-    save_pretrained,
-)
-from milegpo_jax.models.logprobs import token_logprobs
-from milegpo_jax.models.qwen2 import (
-    PRESETS,
-    MODEL_TYPES,
-    KVCache,
-    Llama3RopeScaling,
-    ModelConfig,
-    ModelConfigError,
-    Qwen2,
-    abstract_model,
-    init_model,
-    num_params,
-    preset,
-)
-from milegpo_jax.models.tokenizer import build_qwen25_tokenizer, load_tokenizer
+import importlib
 
-__all__ = [
-    "PRESETS",
-    "CheckpointError",
-    "KVCache",
-    "Llama3RopeScaling",
-    "MODEL_TYPES",
-    "ModelConfig",
-    "ModelConfigError",
-    "Qwen2",
-    "UnsupportedConfigError",
-    "abstract_model",
-    "build_qwen25_tokenizer",
-    "config_from_hf",
-    "config_to_hf",
-    "init_model",
-    "load_pretrained",
-    "load_tokenizer",
-    "num_params",
-    "preset",
-    "save_pretrained",
-    "token_logprobs",
-]
+# public name -> the module that defines it
+_HOMES = {
+    "CheckpointError": "hf_format",
+    "UnsupportedConfigError": "hf_format",
+    "config_from_hf": "hf_format",
+    "config_to_hf": "hf_format",
+    "load_pretrained": "hf_io",
+    "save_pretrained": "hf_io",
+    "token_logprobs": "logprobs",
+    "MODEL_TYPES": "model_config",
+    "PRESETS": "model_config",
+    "Llama3RopeScaling": "model_config",
+    "ModelConfig": "model_config",
+    "ModelConfigError": "model_config",
+    "preset": "model_config",
+    "KVCache": "qwen2",
+    "Qwen2": "qwen2",
+    "abstract_model": "qwen2",
+    "init_model": "qwen2",
+    "num_params": "qwen2",
+    "ModelSpec": "runtime",
+    "RuntimeOptions": "runtime",
+    "build_qwen25_tokenizer": "tokenizer",
+    "load_tokenizer": "tokenizer",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+def __dir__():
+    return __all__

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from milegpo_jax.models.qwen2 import ModelConfig, ModelConfigError
+from milegpo_jax.models.model_config import ModelConfig, ModelConfigError
 from milegpo_jax.models.tokenizer import PRETOKENIZE_PATTERN as QWEN2_PATTERN
 
 ARCHITECTURES = ("llama", "qwen2", "qwen3")

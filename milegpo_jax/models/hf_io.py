@@ -1,12 +1,9 @@
 """Hugging Face checkpoint directories <-> ``Qwen2`` models (Qwen2/Qwen2.5, Llama and Qwen3 families).
 
-(Over our usual ~450 lines: load and save share the per-family key maps and header checks, which
-would otherwise be split across two files that must change together.)
-
 A checkpoint directory holds ``config.json`` and either ``model.safetensors`` or
 ``model.safetensors.index.json`` with its shards (plus, optionally, tokenizer files: see
-``tokenizer.py``). Both spellings transformers uses are read: ``rope_theta`` (hub files, 4.x) or
-``rope_parameters`` (5.x) and ``torch_dtype`` or ``dtype``; both are written, so 4.x and 5.x reload.
+``tokenizer.py``). What the files mean (config.json fields, tensor names and layouts) is
+``hf_format.py``; this module moves the bytes between files and devices.
 
 Loading checks everything that can be checked from the headers first (model type, unsupported
 options, missing/unexpected tensors, every tensor's shape and dtype), then reads one tensor at a time
@@ -23,14 +20,13 @@ directory and moved into place, so an interrupted save leaves no mixture of old 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import functools
 import json
 import os
 import re
 import shutil
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,230 +36,18 @@ import numpy as np
 from flax import nnx
 
 from milegpo_jax import parallel
-from milegpo_jax.models.qwen2 import (
-    MODEL_TYPES,
-    Llama3RopeScaling,
-    ModelConfig,
-    ModelConfigError,
-    Qwen2,
-    abstract_model,
-)
+from milegpo_jax.models.hf_format import CheckpointError, TensorMap, config_from_hf, config_to_hf, tensor_maps
+from milegpo_jax.models.model_config import ModelConfig
+from milegpo_jax.models.qwen2 import Qwen2, abstract_model
+from milegpo_jax.models.runtime import RuntimeOptions
 
-SUPPORTED_MODEL_TYPES = MODEL_TYPES
-_ARCHITECTURE_NAMES = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
 CONFIG_NAME = "config.json"
 SINGLE_FILE = "model.safetensors"
 INDEX_FILE = "model.safetensors.index.json"
-# safetensors dtype names we read, and the numpy dtypes we write.
+# safetensors dtype names we read
 _READABLE_DTYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 # Tensors transformers may store but that carry no information for us.
 _IGNORED_TENSORS = re.compile(r"model\.layers\.\d+\.self_attn\.rotary_emb\.inv_freq")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that cannot be loaded as-is: names the file and, where it applies, the tensor."""
-
-
-class UnsupportedConfigError(CheckpointError):
-    """A config.json that asks for something this port does not implement."""
-
-
-# --------------------------------------------------------------------------------------- config.json
-
-
-def _rope_scaling_from_hf(hf: Mapping[str, Any], source: str) -> tuple[float | None, Llama3RopeScaling | None]:
-    """(rope_theta, llama3 scaling or None) from either spelling: ``rope_theta`` + ``rope_scaling``
-    (hub files, transformers 4.x) or ``rope_parameters`` (5.x)."""
-    rope = dict(hf.get("rope_parameters") or {})
-    legacy = dict(hf.get("rope_scaling") or {})
-    scaling = None
-    for name, params in (("rope_parameters", rope), ("rope_scaling", legacy)):
-        kind = params.get("rope_type", params.get("type", "default"))
-        if kind == "default":
-            continue
-        if kind != "llama3":
-            raise UnsupportedConfigError(
-                f"{source}: {name} has rope_type {kind!r}; supported: 'default' and 'llama3'"
-            )
-        keys = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
-        missing = [key for key in keys if key not in params]
-        if missing:
-            raise CheckpointError(f"{source}: {name} of type llama3 lacks {missing}")
-        try:
-            scaling = Llama3RopeScaling(
-                float(params["factor"]), float(params["low_freq_factor"]), float(params["high_freq_factor"]),
-                int(params["original_max_position_embeddings"]),
-            )
-        except ModelConfigError as err:
-            raise CheckpointError(f"{source}: {name}: {err}") from None
-    return hf.get("rope_theta", rope.get("rope_theta")), scaling
-
-
-def config_from_hf(hf: Mapping[str, Any], *, source: str = CONFIG_NAME) -> ModelConfig:
-    """``ModelConfig`` (default runtime options) from a parsed config.json; ``source`` names it in errors."""
-    model_type = hf.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
-        raise UnsupportedConfigError(
-            f"{source}: model_type {model_type!r} is not supported (supported: {SUPPORTED_MODEL_TYPES})"
-        )
-    if hf.get("use_sliding_window"):
-        raise UnsupportedConfigError(f"{source}: use_sliding_window is true; sliding-window attention is not supported")
-    layer_types = hf.get("layer_types") or []
-    if any(kind != "full_attention" for kind in layer_types):
-        raise UnsupportedConfigError(
-            f"{source}: layer_types {sorted(set(layer_types))}; only full_attention is supported"
-        )
-    if hf.get("hidden_act", "silu") != "silu":
-        raise UnsupportedConfigError(f"{source}: hidden_act {hf['hidden_act']!r}; only 'silu' is supported")
-    if hf.get("mlp_bias"):
-        raise UnsupportedConfigError(f"{source}: mlp_bias is true; MLP biases are not supported")
-    if (hf.get("pretraining_tp") or 1) != 1:
-        raise UnsupportedConfigError(f"{source}: pretraining_tp {hf['pretraining_tp']}; only 1 is supported")
-    theta, scaling = _rope_scaling_from_hf(hf, source)
-    if theta is None:
-        raise CheckpointError(f"{source}: neither rope_theta nor rope_parameters.rope_theta is set")
-    required = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads")
-    missing = [key for key in required if key not in hf]
-    if missing:
-        raise CheckpointError(f"{source}: missing keys {missing}")
-    # transformers' Qwen2 always has q/k/v biases (its config has no switch); Llama and Qwen3 read
-    # attention_bias, default false.
-    attention_bias = True if model_type == "qwen2" else bool(hf.get("attention_bias", False))
-    try:
-        return ModelConfig(
-            vocab_size=hf["vocab_size"],
-            hidden_size=hf["hidden_size"],
-            intermediate_size=hf["intermediate_size"],
-            num_layers=hf["num_hidden_layers"],
-            num_heads=hf["num_attention_heads"],
-            num_kv_heads=hf.get("num_key_value_heads") or hf["num_attention_heads"],
-            head_dim=hf.get("head_dim") or 0,
-            rope_theta=float(theta),
-            rms_norm_eps=float(hf.get("rms_norm_eps", 1e-6)),
-            tie_word_embeddings=bool(hf.get("tie_word_embeddings", False)),
-            max_position_embeddings=hf.get("max_position_embeddings", 32768),
-            initializer_range=float(hf.get("initializer_range", 0.02)),
-            bos_token_id=hf.get("bos_token_id"),
-            eos_token_id=hf.get("eos_token_id"),
-            pad_token_id=hf.get("pad_token_id"),
-            model_type=model_type,
-            attention_bias=attention_bias,
-            qk_norm=model_type == "qwen3",
-            rope_scaling=scaling,
-        )
-    except ModelConfigError as err:
-        raise CheckpointError(f"{source}: {err}") from None
-
-
-def config_to_hf(config: ModelConfig) -> dict[str, Any]:
-    """config.json contents for ``config`` (weights saved in ``config.param_dtype``)."""
-    if config.model_type == "qwen2" and not config.attention_bias:
-        raise ValueError("a qwen2 checkpoint always has q/k/v biases; use model_type 'llama' without them")
-    if config.qk_norm != (config.model_type == "qwen3"):
-        raise ValueError(f"qk_norm={config.qk_norm} does not fit model_type {config.model_type!r} (only qwen3 has it)")
-    eos = list(config.eos_token_id) if isinstance(config.eos_token_id, tuple) else config.eos_token_id
-    rope = {"rope_type": "default", "rope_theta": config.rope_theta}
-    if config.rope_scaling is not None:
-        rope = {"rope_type": "llama3", "rope_theta": config.rope_theta, **dataclasses.asdict(config.rope_scaling)}
-    hf = {
-        "architectures": [_ARCHITECTURE_NAMES[config.model_type]],
-        "model_type": config.model_type,
-        "vocab_size": config.vocab_size,
-        "hidden_size": config.hidden_size,
-        "intermediate_size": config.intermediate_size,
-        "num_hidden_layers": config.num_layers,
-        "num_attention_heads": config.num_heads,
-        "num_key_value_heads": config.num_kv_heads,
-        "head_dim": config.head_dim,
-        "hidden_act": "silu",
-        "max_position_embeddings": config.max_position_embeddings,
-        "initializer_range": config.initializer_range,
-        "rms_norm_eps": config.rms_norm_eps,
-        "rope_theta": config.rope_theta,
-        "rope_parameters": rope,
-        "rope_scaling": None if config.rope_scaling is None else {k: v for k, v in rope.items() if k != "rope_theta"},
-        "tie_word_embeddings": config.tie_word_embeddings,
-        "attention_dropout": 0.0,
-        "use_cache": True,
-        "bos_token_id": config.bos_token_id,
-        "eos_token_id": eos,
-        "pad_token_id": config.pad_token_id,
-        "torch_dtype": config.param_dtype,
-        "dtype": config.param_dtype,
-    }
-    if config.model_type == "llama":
-        hf.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
-    else:
-        hf.update(use_sliding_window=False, sliding_window=None, max_window_layers=config.num_layers)
-    if config.model_type == "qwen3":
-        hf.update(attention_bias=config.attention_bias)
-    return hf
-
-
-# ------------------------------------------------------------------------------------ tensor mapping
-
-
-@dataclasses.dataclass(frozen=True)
-class TensorMap:
-    """One HF tensor <-> (a layer slice of) one of our parameters."""
-
-    hf_name: str
-    path: tuple[str | int, ...]  # of the parameter in the model's state
-    layer: int | None  # index into the stacked layer axis (scanned layers), else None
-    hf_shape: tuple[int, ...]
-    to_ours: Callable[[np.ndarray], np.ndarray]
-    to_hf: Callable[[np.ndarray], np.ndarray]
-
-
-def tensor_maps(config: ModelConfig) -> list[TensorMap]:
-    """Every HF tensor of a checkpoint with ``config``, in HF's order."""
-    d, f, v = config.hidden_size, config.intermediate_size, config.vocab_size
-    n, k, h = config.num_heads, config.num_kv_heads, config.head_dim
-
-    def identity(x):
-        return x
-
-    def transpose(x):
-        return x.T
-
-    def in_heads(heads):  # torch [heads*h, d] <-> ours [d, heads, h]
-        return (lambda x: x.T.reshape(d, heads, h)), (lambda x: x.reshape(d, heads * h).T)
-
-    def bias(heads):
-        return (lambda x: x.reshape(heads, h)), (lambda x: x.reshape(heads * h))
-
-    out_heads = (lambda x: x.T.reshape(n, h, d)), (lambda x: x.reshape(n * h, d).T)
-
-    maps = [TensorMap("model.embed_tokens.weight", ("embedding",), None, (v, d), identity, identity)]
-    per_layer = [
-        ("input_layernorm.weight", ("input_norm", "scale"), (d,), (identity, identity)),
-        ("self_attn.q_proj.weight", ("attn", "q_kernel"), (n * h, d), in_heads(n)),
-        ("self_attn.q_proj.bias", ("attn", "q_bias"), (n * h,), bias(n)),
-        ("self_attn.k_proj.weight", ("attn", "k_kernel"), (k * h, d), in_heads(k)),
-        ("self_attn.k_proj.bias", ("attn", "k_bias"), (k * h,), bias(k)),
-        ("self_attn.v_proj.weight", ("attn", "v_kernel"), (k * h, d), in_heads(k)),
-        ("self_attn.v_proj.bias", ("attn", "v_bias"), (k * h,), bias(k)),
-        ("self_attn.o_proj.weight", ("attn", "o_kernel"), (d, n * h), out_heads),
-        ("self_attn.q_norm.weight", ("attn", "q_norm", "scale"), (h,), (identity, identity)),
-        ("self_attn.k_norm.weight", ("attn", "k_norm", "scale"), (h,), (identity, identity)),
-        ("post_attention_layernorm.weight", ("post_attn_norm", "scale"), (d,), (identity, identity)),
-        ("mlp.gate_proj.weight", ("mlp", "gate_kernel"), (f, d), (transpose, transpose)),
-        ("mlp.up_proj.weight", ("mlp", "up_kernel"), (f, d), (transpose, transpose)),
-        ("mlp.down_proj.weight", ("mlp", "down_kernel"), (d, f), (transpose, transpose)),
-    ]
-    if not config.attention_bias:
-        per_layer = [row for row in per_layer if not row[0].endswith("_proj.bias")]
-    if not config.qk_norm:
-        per_layer = [row for row in per_layer if row[0] not in ("self_attn.q_norm.weight", "self_attn.k_norm.weight")]
-    for i in range(config.num_layers):
-        for suffix, sub_path, shape, (to_ours, to_hf) in per_layer:
-            path = ("layers", *sub_path) if config.scan_layers else ("layers", i, *sub_path)
-            layer = i if config.scan_layers else None
-            maps.append(TensorMap(f"model.layers.{i}.{suffix}", path, layer, shape, to_ours, to_hf))
-    maps.append(TensorMap("model.norm.weight", ("final_norm", "scale"), None, (d,), identity, identity))
-    if not config.tie_word_embeddings:
-        maps.append(TensorMap("lm_head.weight", ("lm_head",), None, (v, d), transpose, transpose))
-    return maps
 
 
 # ------------------------------------------------------------------------------------------- loading
@@ -362,30 +146,18 @@ def _place(host: np.ndarray, sharding: jax.sharding.Sharding) -> jax.Array:
 def load_pretrained(
     path: str | os.PathLike,
     mesh: jax.sharding.Mesh | None = None,
-    dtype: str = "float32",
     *,
-    compute_dtype: str | None = None,
+    runtime: RuntimeOptions | None = None,
     mode: str = "train",
-    scan_layers: bool = False,
-    remat: str = "none",
-    attention_block: int = 0,
-    attention_impl: str = "auto",
-    runtime=None,
 ) -> tuple[Qwen2, ModelConfig]:
     """Load a HF Qwen2/Qwen2.5, Llama or Qwen3 checkpoint directory; returns ``(model, config)``.
 
-    ``runtime``: a ``milegpo_jax.models.runtime.RuntimeOptions``; when given it replaces ``dtype``,
-    ``compute_dtype``, ``scan_layers``, ``remat``, ``attention_block`` and ``attention_impl``.
-
-    ``dtype`` is the parameter dtype (also the compute dtype unless ``compute_dtype`` is given). With a
-    ``mesh`` every parameter lands directly in the sharding ``mode``'s rules give it
-    (``milegpo_jax.parallel``) and the model constrains its activations by the same rules; without
-    one, everything goes to the default device.
+    ``runtime`` (default ``RuntimeOptions()``) says how the model runs: its parameters are stored in
+    ``runtime.param_dtype`` whatever the checkpoint's dtype. With a ``mesh`` every parameter lands
+    directly in the sharding ``mode``'s rules give it (``milegpo_jax.parallel``) and the model
+    constrains its activations by the same rules; without one, everything goes to the default device.
     """
-    if runtime is not None:
-        dtype, compute_dtype = runtime.param_dtype, runtime.compute_dtype
-        scan_layers, remat, attention_block = runtime.scan_layers, runtime.remat, runtime.attention_block
-        attention_impl = runtime.attention_impl
+    runtime = runtime or RuntimeOptions()
     directory = Path(path)
     if not directory.is_dir():
         raise FileNotFoundError(f"checkpoint directory {directory} does not exist")
@@ -397,14 +169,12 @@ def load_pretrained(
     except json.JSONDecodeError as err:
         raise CheckpointError(f"{config_path}: invalid JSON ({err})") from None
     config = config_from_hf(hf_config, source=str(config_path))
-    # Bad runtime options are the caller's error (ModelConfigError), not the checkpoint's.
-    config = config.replace(param_dtype=dtype, dtype=compute_dtype or dtype, scan_layers=scan_layers, remat=remat,
-                            attention_block=attention_block, attention_impl=attention_impl)
     sharding = parallel.logical_sharding(mesh, mode) if mesh is not None else None
+    weights_dtype = jnp.dtype(runtime.param_dtype)
 
-    maps = tensor_maps(config)
+    maps = tensor_maps(config, runtime.scan_layers)
     files = _weight_files(directory)
-    abstract = abstract_model(config, sharding)
+    abstract = abstract_model(config, runtime, sharding)
     graphdef, abstract_state = nnx.split(abstract)
     variables = dict(nnx.to_flat_state(abstract_state))
 
@@ -428,7 +198,7 @@ def load_pretrained(
 
         def read(m: TensorMap) -> np.ndarray:
             host = m.to_ours(_read_host(m.hf_name, files[m.hf_name], handles[files[m.hf_name]]))
-            return np.ascontiguousarray(host.astype(config.weights_dtype, copy=False))
+            return np.ascontiguousarray(host.astype(weights_dtype, copy=False))
 
         for key, group in by_param.items():
             var = variables[key]
@@ -469,7 +239,7 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 _ARCH_FIELDS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-    "tie_word_embeddings", "scan_layers", "model_type", "attention_bias", "qk_norm",
+    "tie_word_embeddings", "model_type", "attention_bias", "qk_norm",
 )
 
 
@@ -483,7 +253,7 @@ def save_pretrained(
 ) -> Path:
     """Write ``model`` as a HF checkpoint directory (config.json + safetensors) that transformers loads.
 
-    Tensors are saved in ``config.param_dtype``; more than ``max_shard_size`` bytes of tensors go to
+    Tensors are saved in the model's ``runtime.param_dtype``; more than ``max_shard_size`` bytes of tensors go to
     ``model-0000i-of-0000n.safetensors`` files with an index. ``tokenizer`` (a transformers tokenizer),
     if given, is saved alongside. Returns the directory. On several hosts, process 0 writes; a model
     sharded across hosts must be saved by every process (they gather its tensors together).
@@ -494,9 +264,9 @@ def save_pretrained(
     if mismatched:
         raise ValueError(f"config does not describe this model: {mismatched} differ")
     limit = _parse_size(max_shard_size)
-    maps = tensor_maps(config)
+    maps = tensor_maps(config, model.runtime.scan_layers)
     params = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
-    out_dtype = config.weights_dtype
+    out_dtype = jnp.dtype(model.runtime.param_dtype)
     nbytes = {m.hf_name: int(np.prod(m.hf_shape)) * out_dtype.itemsize for m in maps}
 
     shards: list[list[TensorMap]] = [[]]
@@ -531,7 +301,7 @@ def save_pretrained(
             if writer:
                 save_file(tensors, staging / name, metadata={"format": "pt"})
         if writer:
-            (staging / CONFIG_NAME).write_text(json.dumps(config_to_hf(config), indent=2) + "\n")
+            (staging / CONFIG_NAME).write_text(json.dumps(config_to_hf(config, model.runtime.param_dtype), indent=2) + "\n")
             if len(shards) > 1:
                 index = {
                     "metadata": {"total_size": sum(nbytes.values())},

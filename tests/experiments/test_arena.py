@@ -43,6 +43,18 @@ def test_two_contestants_deterministic_and_reward_beats_random(tmp_path, capsys)
     diagnostics = json.loads((tmp_path / "a" / "diagnostics.json").read_text())
     assert set(diagnostics) == {"gigpo", "random"} and 0 <= diagnostics["gigpo"]["tie_share"] <= 1
     assert "| random |" in (tmp_path / "a" / "diagnostics.md").read_text()
+    # raw results kept: one line per run, and every table is rebuilt from them alone
+    lines = (tmp_path / "a" / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 4 and json.loads(lines[0])["credit"]["tie_share"][0] is not None
+    for name in ("table.json", "table.md", "diagnostics.json", "curves.png"):
+        (tmp_path / "a" / name).unlink()
+    from experiments.arena import summary
+
+    assert summary.main([str(tmp_path / "a")]) == 0
+    assert json.loads((tmp_path / "a" / "table.json").read_text()) == table_a
+    assert set(json.loads((tmp_path / "a" / "diagnostics.json").read_text())) == {"gigpo", "random"}
+    assert (tmp_path / "a" / "curves.png").exists()
+    capsys.readouterr()
     # resumable: a rerun skips the finished runs and reports the same table
     _arena(tmp_path / "a", "--contestants", "gigpo", "random", "--seeds", "2")
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ran"] == 0
@@ -131,7 +143,7 @@ def test_stats_against_hand_computed_values():
     assert scores == {"last": 0.85, "auc": pytest.approx(0.55), "greedy_last": 1.0, "iters_to_50": 2, "iters_to_80": 3}
     interval = stats.paired_interval([0.1, 0.3, 0.2])  # mean 0.2, s.d. 0.1, t(2) = 4.303
     assert interval["mean"] == pytest.approx(0.2)
-    assert interval["high"] - interval["mean"] == pytest.approx(4.303 * 0.1 / np.sqrt(3))
+    assert interval["high"] - interval["mean"] == pytest.approx(4.3027 * 0.1 / np.sqrt(3), rel=1e-4)  # t(0.975, 2), from tables
     mean, error = stats.band([[0.0, 1.0], [1.0, 1.0]])
     assert mean == [0.5, 1.0] and error[0] == pytest.approx(np.sqrt(0.5) / np.sqrt(2)) and error[1] == 0.0
 
@@ -181,13 +193,16 @@ def test_all_expands_to_the_registry():
 
 
 def test_lr_grid_reports_each_contestant_at_its_best_rate():
+    from experiments.arena.analysis import analyse
+
     def record(name, lr, seed, level):
-        return {"contestant": name, "lr": lr, "seed": seed, "success": [level * 0.5, level], "greedy": [0.0, level],
-                "time": {"env_s": 0, "credit_s": 0, "update_s": 0}}
+        return {"contestant": name, "lr": lr, "update": "pg", "seed": seed, "success": [level * 0.5, level],
+                "greedy": [0.0, level], "credit": {}}
 
     done = [record("gigpo", 1.0, s, 0.6) for s in (0, 1)] + [record("gigpo", 3.0, s, 0.4) for s in (0, 1)]
     done += [record("grpo", 1.0, s, 0.2) for s in (0, 1)] + [record("grpo", 3.0, s, 0.5 + 0.1 * s) for s in (0, 1)]
-    results, curves = cli.summarise(done, ["gigpo", "grpo"], [1.0, 3.0])
+    analysed = analyse(done, None, 0.01)
+    results, curves = analysed["results"], analysed["curves"]
     assert results["gigpo"]["lr"] == 1.0 and results["grpo"]["lr"] == 3.0
     assert results["grpo"]["summary"]["last"]["mean"] == pytest.approx(0.55)
     assert results["grpo"]["paired_vs_gigpo"]["last"]["mean"] == pytest.approx(-0.05)  # against gigpo's chosen rate

@@ -102,9 +102,9 @@ def test_limits_and_overrides():
 
 
 def test_formulas_for_the_default_shape():
-    from milegpo_jax.models import num_params, preset
+    from milegpo_jax.models import RuntimeOptions, num_params, preset
 
-    config = preset("qwen2.5-1.5b", param_dtype="bfloat16", dtype="bfloat16")
+    config = RuntimeOptions(param_dtype="bfloat16", compute_dtype="bfloat16").apply(preset("qwen2.5-1.5b"))
     params = num_params(config)
     assert 1.5e9 < params < 1.6e9
     # 28 layers x (K + V) x 2 kv heads x 128 dims x 2 bytes

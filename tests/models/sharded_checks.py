@@ -30,7 +30,7 @@ from flax import nnx  # noqa: E402
 from jax.sharding import PartitionSpec as P  # noqa: E402
 from transformers import Qwen2ForCausalLM  # noqa: E402
 
-from milegpo_jax.models import load_pretrained, save_pretrained, token_logprobs  # noqa: E402
+from milegpo_jax.models import RuntimeOptions, load_pretrained, save_pretrained, token_logprobs  # noqa: E402
 from milegpo_jax.sampling import SamplingConfig, generate  # noqa: E402
 from tests.models.helpers import forward, make_hf_model, random_ids, torch_logits  # noqa: E402
 
@@ -113,7 +113,7 @@ def test_llama_and_qwen3_sharded_train_and_sample(family, tmp_path):
     ids = random_ids(8, 10)
     want = torch_logits(torch_model, ids)
     mesh = parallel.make_mesh(FSDP_TP)
-    model, _ = load_pretrained(tmp_path, mesh=mesh, scan_layers=True)
+    model, _ = load_pretrained(tmp_path, mesh=mesh, runtime=RuntimeOptions(scan_layers=True))
     _assert_placed_by_rules(model, mesh, "train")
     np.testing.assert_allclose(np.asarray(_jitted_forward(model, ids.shape)(ids)), want, atol=1e-4)
     sampler_model = parallel.shard_model(model, mesh, "sample")
@@ -148,7 +148,7 @@ def test_sample_mode_scanned_kv_cache_decode(hf_checkpoint):
     """Sampler layout: weights whole on fsdp devices, cache sharded by batch and KV heads."""
     _, path = hf_checkpoint
     mesh = parallel.make_mesh(FSDP_TP)
-    model, config = load_pretrained(path, mesh=mesh, mode="sample", scan_layers=True)
+    model, config = load_pretrained(path, mesh=mesh, mode="sample", runtime=RuntimeOptions(scan_layers=True))
     _assert_placed_by_rules(model, mesh, "sample")
     assert _laid_out(_params(model)[("embedding",)][...], P("tensor", None))
 
@@ -199,7 +199,7 @@ def test_chunked_logprobs_and_gradients_sharded(tied_checkpoint):
     graphdef, state = nnx.split(plain, nnx.Param)
     want_value, want_grads = jax.jit(value_and_grad_fn(graphdef))(state)
 
-    model, _ = load_pretrained(path, mesh=mesh, scan_layers=True, remat="full")
+    model, _ = load_pretrained(path, mesh=mesh, runtime=RuntimeOptions(scan_layers=True, remat="full"))
     graphdef, state = nnx.split(model, nnx.Param)
     state_sh = parallel.state_shardings(state, model.sharding)
     step = jax.jit(value_and_grad_fn(graphdef), in_shardings=(state_sh,), out_shardings=(None, state_sh))
@@ -242,12 +242,12 @@ def test_fused_attention_kernels_sharded(tied_checkpoint, impl, shape):
 
         return jax.value_and_grad(loss)
 
-    plain, _ = load_pretrained(path, attention_impl="xla")
+    plain, _ = load_pretrained(path, runtime=RuntimeOptions(attention_impl="xla"))
     graphdef, state = nnx.split(plain, nnx.Param)
     want_value, want_grads = jax.jit(value_and_grad_fn(graphdef))(state)
 
     mesh = parallel.make_mesh(shape)
-    model, _ = load_pretrained(path, mesh=mesh, scan_layers=True, remat="full", attention_impl=impl)
+    model, _ = load_pretrained(path, mesh=mesh, runtime=RuntimeOptions(scan_layers=True, remat="full", attention_impl=impl))
     graphdef, state = nnx.split(model, nnx.Param)
     state_sh = parallel.state_shardings(state, model.sharding)
     value, grads = jax.jit(value_and_grad_fn(graphdef), in_shardings=(state_sh,), out_shardings=(None, state_sh))(state)
@@ -261,7 +261,7 @@ def test_fused_attention_kernels_sharded(tied_checkpoint, impl, shape):
 def test_save_from_sharded_scanned_model(hf_checkpoint, tmp_path):
     torch_model, path = hf_checkpoint
     mesh = parallel.make_mesh(FSDP_TP)
-    model, config = load_pretrained(path, mesh=mesh, scan_layers=True)
+    model, config = load_pretrained(path, mesh=mesh, runtime=RuntimeOptions(scan_layers=True))
     out = save_pretrained(model, config, tmp_path / "saved", max_shard_size="100KB")
     reloaded = Qwen2ForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
     original = torch_model.state_dict()
@@ -282,7 +282,6 @@ def test_random_init_is_created_in_place():
     mesh = parallel.make_mesh(FSDP_TP)
     config = ModelConfig(
         vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
-        scan_layers=True,
     )
-    model = init_model(config, sharding=parallel.logical_sharding(mesh, "train"))
+    model = init_model(config, RuntimeOptions(scan_layers=True), sharding=parallel.logical_sharding(mesh, "train"))
     _assert_placed_by_rules(model, mesh, "train")

@@ -14,8 +14,15 @@ import pytest
 import torch
 import transformers
 
-from milegpo_jax.models import CheckpointError, UnsupportedConfigError, load_pretrained, save_pretrained
-from milegpo_jax.models.qwen2 import Llama3RopeScaling, rope_inverse_frequencies
+from milegpo_jax.models import (
+    CheckpointError,
+    Llama3RopeScaling,
+    RuntimeOptions,
+    UnsupportedConfigError,
+    load_pretrained,
+    save_pretrained,
+)
+from milegpo_jax.models.layers import rope_inverse_frequencies
 from milegpo_jax.sampling import SamplingConfig, generate
 from tests.models.helpers import TINY, forward, make_hf_model, random_ids, torch_logits
 
@@ -46,7 +53,7 @@ def test_load_save_reload_matches_transformers(family_checkpoint, tmp_path):
     mask = np.ones_like(ids)
     mask[0, :7] = 0  # left padding
     mask[1, 20:] = 2  # a second packed segment
-    model, config = load_pretrained(path, scan_layers=name == "qwen3")
+    model, config = load_pretrained(path, runtime=RuntimeOptions(scan_layers=name == "qwen3"))
     assert config.model_type == torch_model.config.model_type
     assert config.attention_bias is False and config.qk_norm is (name == "qwen3")
     got = forward(model, ids)

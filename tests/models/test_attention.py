@@ -11,7 +11,8 @@ import pytest
 
 from milegpo_jax.models import load_pretrained, token_logprobs
 from milegpo_jax.models.attention import blocked_causal_attention, dense_attention, uses_blocks
-from milegpo_jax.models.qwen2 import ModelConfig, ModelConfigError
+from milegpo_jax.models.model_config import ModelConfigError
+from milegpo_jax.models.runtime import RuntimeOptions
 from tests.models.helpers import forward, random_ids, torch_logits
 
 
@@ -69,17 +70,16 @@ def test_which_lengths_run_blocked():
         blocked_causal_attention(jnp.zeros((1, 12, 1, 1, 2)), jnp.zeros((1, 12, 1, 2)), jnp.zeros((1, 12, 1, 2)),
                                  jnp.ones((1, 12), jnp.int32), 8)
     with pytest.raises(ModelConfigError, match="attention_block"):
-        ModelConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_layers=1, num_heads=2, num_kv_heads=1,
-                    attention_block=-1)
+        RuntimeOptions(attention_block=-1)
 
 
 def test_packed_model_with_blocks_matches_transformers_per_segment(hf_checkpoint):
     """Three rows packed into 64 positions (blocks of 16, the last 7 padding): each segment's logits
     equal transformers' on that row alone, and token log-probs equal the dense model's."""
     torch_model, path = hf_checkpoint
-    blocked, config = load_pretrained(path, attention_block=16)
-    dense, _ = load_pretrained(path)
-    assert config.attention_block == 16
+    blocked, config = load_pretrained(path, runtime=RuntimeOptions(attention_block=16))
+    dense, _ = load_pretrained(path, runtime=RuntimeOptions(attention_block=0))
+    assert blocked.runtime.attention_block == 16
     lengths = (23, 9, 25)
     seqs = [random_ids(1, n, seed=40 + i)[0] for i, n in enumerate(lengths)]
     ids = np.zeros((1, 64), np.int32)

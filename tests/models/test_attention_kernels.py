@@ -13,7 +13,8 @@ from flax import nnx
 from milegpo_jax.models import load_pretrained, token_logprobs
 from milegpo_jax.models.attention import check_attention_impl, choose_attention, dense_attention
 from milegpo_jax.models.attention_kernels import fused_causal_attention
-from milegpo_jax.models.qwen2 import ModelConfig, ModelConfigError
+from milegpo_jax.models.model_config import ModelConfigError
+from milegpo_jax.models.runtime import RuntimeOptions
 from tests.models.test_attention import _dense_mask, _packed_segments
 
 
@@ -56,8 +57,7 @@ def test_the_platform_picks_the_form():
     with pytest.raises(ValueError, match="model.attention_impl='gpu_flash' runs on GPU only"):
         check_attention_impl("gpu_flash", "tpu")
     with pytest.raises(ModelConfigError, match="attention_impl"):
-        ModelConfig(vocab_size=8, hidden_size=8, intermediate_size=8, num_layers=1, num_heads=2, num_kv_heads=1,
-                    attention_impl="flash")
+        RuntimeOptions(attention_impl="flash")
 
 
 @pytest.mark.parametrize("impl", ["splash"])  # gpu_flash through the model: the sharded check
@@ -65,9 +65,9 @@ def test_packed_model_with_a_kernel_equals_the_dense_model(tied_checkpoint, impl
     """Four rows of packed segments over 256 positions: token log-probs and every parameter's gradient
     of a log-prob loss equal the dense model's."""
     _, path = tied_checkpoint
-    fused, config = load_pretrained(path, attention_impl=impl)
-    dense, _ = load_pretrained(path, attention_impl="xla")
-    assert config.attention_impl == impl
+    fused, config = load_pretrained(path, runtime=RuntimeOptions(attention_impl=impl))
+    dense, _ = load_pretrained(path, runtime=RuntimeOptions(attention_impl="xla"))
+    assert fused.runtime.attention_impl == impl
     rng = np.random.default_rng(3)
     segments = jnp.asarray(_packed_segments(rng, 4, 256, 120))
     ids = jnp.asarray(rng.integers(0, config.vocab_size, (4, 256)), jnp.int32) * (segments != 0)

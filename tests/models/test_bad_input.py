@@ -17,6 +17,7 @@ from milegpo_jax.models import (
     save_pretrained,
 )
 from milegpo_jax.models.hf_io import INDEX_FILE
+from milegpo_jax.models.runtime import RuntimeOptions
 
 
 @pytest.fixture
@@ -143,9 +144,11 @@ def test_corrupt_weights_file(checkpoint):
 
 def test_bad_runtime_options_are_the_callers(checkpoint):
     with pytest.raises(ModelConfigError, match="param_dtype"):
-        load_pretrained(checkpoint, dtype="float64")
+        load_pretrained(checkpoint, runtime=RuntimeOptions(param_dtype="float64"))
     with pytest.raises(ModelConfigError, match="remat"):
-        load_pretrained(checkpoint, remat="sometimes")
+        load_pretrained(checkpoint, runtime=RuntimeOptions(remat="sometimes"))
+    with pytest.raises(TypeError, match="scan_layers"):  # RuntimeOptions is the only runtime argument
+        load_pretrained(checkpoint, scan_layers=True)
 
 
 def test_save_rejects_a_foreign_config(checkpoint, tmp_path):

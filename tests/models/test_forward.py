@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from flax import nnx
 
-from milegpo_jax.models import load_pretrained, token_logprobs
+from milegpo_jax.models import RuntimeOptions, load_pretrained, token_logprobs
 from milegpo_jax.models.qwen2 import positions_within_segments
 from tests.models.helpers import forward, random_ids, torch_logits
 
@@ -85,7 +85,7 @@ def test_kv_cache_decode_equals_full_forward(hf_checkpoint):
 
     The untied checkpoint runs with scanned layers, so the two runs cover both cache code paths."""
     torch_model, path = hf_checkpoint
-    model, _ = load_pretrained(path, scan_layers=not torch_model.config.tie_word_embeddings)
+    model, _ = load_pretrained(path, runtime=RuntimeOptions(scan_layers=not torch_model.config.tie_word_embeddings))
     prompt_lengths, prompt_pad, extra = (5, 2, 4), 5, 6
     total = prompt_pad + extra
     seqs = [random_ids(1, n + extra, seed=20 + i)[0] for i, n in enumerate(prompt_lengths)]
@@ -126,7 +126,7 @@ def test_cache_shapes_and_overflow(tied_checkpoint):
 def test_bfloat16_cache_decodes_close(tied_checkpoint):
     """Compute dtype plumbing through the cache path (bf16 is slow on CPU: one small check)."""
     _, path = tied_checkpoint
-    model, _ = load_pretrained(path, dtype="float32", compute_dtype="bfloat16")
+    model, _ = load_pretrained(path, runtime=RuntimeOptions(compute_dtype="bfloat16"))
     ids = jnp.asarray(random_ids(2, 6))
     full = forward(model, ids)
     cache = model.init_cache(2, 6)
@@ -156,7 +156,7 @@ def plain_model_and_grads(tied_checkpoint):
 def test_layer_options_do_not_change_the_function(plain_model_and_grads, options):
     """Scanned layers and rematerialisation: same logits and same gradients as the plain stack."""
     path, ids, plain_logits, flat_plain = plain_model_and_grads
-    other, config = load_pretrained(path, **options)
+    other, config = load_pretrained(path, runtime=RuntimeOptions(**options))
     np.testing.assert_allclose(forward(other, ids), plain_logits, atol=1e-5)
     flat_other = _flat_grads(_mean_logprob_grad(other, ids), config.num_layers)
     assert flat_plain.keys() == flat_other.keys()

@@ -14,7 +14,7 @@ import torch
 from flax import nnx
 from transformers import AutoTokenizer, Qwen2ForCausalLM
 
-from milegpo_jax.models import hf_io, load_pretrained, save_pretrained
+from milegpo_jax.models import RuntimeOptions, config_to_hf, hf_io, load_pretrained, save_pretrained
 from tests.models.helpers import forward, make_hf_model, random_ids, torch_logits
 
 
@@ -29,7 +29,7 @@ def test_roundtrip_matches_transformers(hf_checkpoint, tmp_path, scan_layers):
     ids = random_ids(3, 13)
     want = torch_logits(torch_model, ids)
 
-    model, config = load_pretrained(path, scan_layers=scan_layers)
+    model, config = load_pretrained(path, runtime=RuntimeOptions(scan_layers=scan_layers))
     got = model(jnp.asarray(ids))  # the contract: int32 [B, T] -> float [B, T, vocab]
     assert got.shape == (3, 13, config.vocab_size) and got.dtype == jnp.float32
     np.testing.assert_allclose(np.asarray(got), want, atol=1e-4, rtol=1e-4)
@@ -85,7 +85,7 @@ def test_config_key_spellings(tied_checkpoint, tmp_path, style):
     reference = Qwen2ForCausalLM.from_pretrained(work, dtype=torch.float32).eval()
     ids = random_ids(2, 17)
     np.testing.assert_allclose(forward(model, ids), torch_logits(reference, ids), atol=1e-4)
-    written = hf_io.config_to_hf(config)
+    written = config_to_hf(config)
     assert written["rope_theta"] == written["rope_parameters"]["rope_theta"] == 12345.0
 
 
@@ -96,8 +96,8 @@ def test_bf16_checkpoint_dtype_plumbing(tmp_path):
     torch_model.save_pretrained(src)
     ids = random_ids(2, 8)
 
-    model, config = load_pretrained(src, dtype="bfloat16")
-    assert config.param_dtype == config.dtype == "bfloat16"
+    model, config = load_pretrained(src, runtime=RuntimeOptions(param_dtype="bfloat16", compute_dtype="bfloat16"))
+    assert model.runtime.param_dtype == model.runtime.compute_dtype == "bfloat16"
     params = dict(nnx.to_flat_state(nnx.state(model, nnx.Param)))
     emb = params[("embedding",)][...]
     assert emb.dtype == jnp.bfloat16
@@ -109,10 +109,10 @@ def test_bf16_checkpoint_dtype_plumbing(tmp_path):
     reference = torch_logits(copy.deepcopy(torch_model).float(), ids)  # same bf16 values, fp32 maths
     assert np.abs(np.asarray(logits, np.float32) - reference).max() < 0.1 * np.abs(reference).max()
 
-    upcast, upcast_config = load_pretrained(src, dtype="float32")
-    assert upcast_config.param_dtype == "float32"
+    upcast, _ = load_pretrained(src)
+    assert dict(nnx.to_flat_state(nnx.state(upcast, nnx.Param)))[("embedding",)][...].dtype == jnp.float32
     np.testing.assert_allclose(forward(upcast, ids), reference, atol=1e-4)
-    mixed, _ = load_pretrained(src, dtype="float32", compute_dtype="bfloat16")
+    mixed, _ = load_pretrained(src, runtime=RuntimeOptions(compute_dtype="bfloat16"))
     assert forward(mixed, ids).dtype == jnp.bfloat16
 
     out = save_pretrained(model, config, tmp_path / "bf16_out")

@@ -11,13 +11,14 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 from milegpo_jax.models import (
     ModelConfig,
     ModelConfigError,
+    RuntimeOptions,
     abstract_model,
     config_to_hf,
     init_model,
     num_params,
     preset,
 )
-from milegpo_jax.models.hf_io import tensor_maps
+from milegpo_jax.models.hf_format import tensor_maps
 
 # Parameter counts on the Qwen2.5 model cards (0.49B, 1.54B, 3.09B, 7.61B), exactly.
 PUBLIC_COUNTS = {
@@ -41,9 +42,9 @@ def test_preset_shapes_match_transformers(name):
 
 
 def test_preset_options_and_scanned_layout():
-    config = preset("qwen2.5-1.5b", param_dtype="bfloat16", scan_layers=True, remat="dots")
+    config = preset("qwen2.5-1.5b")
     assert (config.hidden_size, config.num_layers, config.head_dim) == (1536, 28, 128)
-    model = abstract_model(config)
+    model = abstract_model(config, RuntimeOptions(param_dtype="bfloat16", scan_layers=True, remat="dots"))
     assert model.layers.attn.q_kernel.shape == (28, 1536, 12, 128)
     assert model.layers.attn.q_kernel.get_metadata()["logical_axes"] == ("layers", "embed", "heads", "head_dim")
     assert model.embedding.dtype == "bfloat16"
@@ -58,8 +59,10 @@ def test_config_validation():
         ModelConfig(**{**base, "num_kv_heads": 3})
     with pytest.raises(ModelConfigError, match="vocab_size"):
         ModelConfig(**{**base, "vocab_size": 0})
-    with pytest.raises(ModelConfigError, match="dtype"):
-        ModelConfig(**base, dtype="int8")
+    with pytest.raises(ModelConfigError, match="compute_dtype"):
+        RuntimeOptions(compute_dtype="int8")
+    with pytest.raises(TypeError, match="dtype"):  # the architecture holds no runtime option
+        ModelConfig(**base, dtype="float32")
     with pytest.raises(ModelConfigError, match="even"):
         ModelConfig(**base, head_dim=3)
     config = ModelConfig(**base, eos_token_id=[1, 2])
@@ -69,9 +72,9 @@ def test_config_validation():
 def test_init_model_follows_hf_initialisation():
     config = ModelConfig(
         vocab_size=256, hidden_size=64, intermediate_size=128, num_layers=2, num_heads=4, num_kv_heads=2,
-        initializer_range=0.05, scan_layers=True,
+        initializer_range=0.05,
     )
-    model = init_model(config, seed=3)
+    model = init_model(config, RuntimeOptions(scan_layers=True), seed=3)
     assert float(jnp.std(model.embedding[...])) == pytest.approx(0.05, rel=0.1)
     assert float(jnp.std(model.layers.mlp.up_kernel[...])) == pytest.approx(0.05, rel=0.1)
     assert not np.any(np.asarray(model.layers.attn.q_bias[...]))  # zero biases, unit norms (as HF)
@@ -79,3 +82,10 @@ def test_init_model_follows_hf_initialisation():
     # The two stacked layers got different draws.
     q = np.asarray(model.layers.attn.q_kernel[...])
     assert not np.allclose(q[0], q[1])
+
+
+def test_attention_forms_are_named_alike_in_both_places():
+    """The jax-free list the config checks against and the one attention.py dispatches on."""
+    from milegpo_jax.models import attention, model_config
+
+    assert model_config.ATTENTION_IMPLS == attention.ATTENTION_IMPLS

@@ -11,8 +11,9 @@ import pytest
 from flax import nnx
 
 from experiments.train import build_config
-from milegpo_jax.models.runtime import RuntimeOptions
-from milegpo_jax.models.qwen2 import ModelConfigError
+from milegpo_jax.config import ModelSection
+from milegpo_jax.models import ModelConfigError, preset
+from milegpo_jax.models.runtime import ModelSpec, RuntimeOptions
 from milegpo_jax.train.trainer import Trainer
 
 TINY = [
@@ -45,17 +46,35 @@ def test_options_come_from_the_config_and_are_checked():
     assert runtime == RuntimeOptions(param_dtype="float32", compute_dtype="float32", remat="full", scan_layers=True,
                                      attention_block=64, logits_chunk=16)
     assert runtime.chunk_size == 16
-    assert runtime.load_kwargs() == {"dtype": "float32", "compute_dtype": "float32", "scan_layers": True,
-                                     "remat": "full", "attention_block": 64, "attention_impl": "auto"}
     assert RuntimeOptions.from_config(build_config("experiments/configs/demo.py", ["model.attention_impl=xla"])) \
         .attention_impl == "xla"
     assert RuntimeOptions.from_config(build_config("experiments/configs/demo.py", [])).attention_block == 128
+    assert RuntimeOptions(logits_chunk=0).chunk_size is None
     with pytest.raises(ModelConfigError, match="remat"):
         RuntimeOptions(remat="some")
     with pytest.raises(ModelConfigError, match="attention_block"):
         RuntimeOptions(attention_block=-1)
     with pytest.raises(ModelConfigError, match="attention_impl"):
         RuntimeOptions(attention_impl="flash")
+
+
+def test_one_default_for_each_option():
+    """The config's model section starts from RuntimeOptions' defaults (ppo.logits_chunk aside)."""
+    section = ModelSection()
+    defaults = RuntimeOptions()
+    for name in ("param_dtype", "compute_dtype", "remat", "scan_layers", "attention_block", "attention_impl"):
+        assert getattr(section, name) == getattr(defaults, name), name
+    assert defaults.attention_block == 128
+
+
+def test_apply_pairs_an_architecture_with_the_options():
+    options = RuntimeOptions(remat="full", compute_dtype="bfloat16")
+    spec = options.apply(preset("qwen2.5-0.5b"))
+    assert spec == ModelSpec(preset("qwen2.5-0.5b"), options)
+    assert (spec.num_layers, spec.remat, spec.compute_dtype) == (24, "full", "bfloat16")  # read through
+    assert RuntimeOptions().apply(spec) == ModelSpec(preset("qwen2.5-0.5b"), RuntimeOptions())  # replaced
+    with pytest.raises(AttributeError, match="dtype"):
+        spec.dtype  # noqa: B018  (the old spelling of the compute dtype is gone)
 
 
 @pytest.mark.slow
@@ -70,8 +89,8 @@ def test_scanned_rematerialised_iteration_equals_the_plain_one(tmp_path):
     shutil.copytree(tmp_path / "plain" / "warm_start", tmp_path / "scanned" / "warm_start")
     scanned = run(tmp_path / "scanned", "model.scan_layers=true", "model.remat=full", "ppo.logits_chunk=8")
     for model in (scanned.model, scanned.reference):
-        assert model.config.scan_layers and model.config.remat == "full"
-    assert not plain.model.config.scan_layers
+        assert model.runtime.scan_layers and model.runtime.remat == "full"
+    assert not plain.model.runtime.scan_layers
 
     def flat(trainer):
         state = nnx.to_flat_state(nnx.state(trainer.model, nnx.Param))

@@ -11,7 +11,7 @@ import pytest
 from flax import nnx
 
 from milegpo_jax.config import ConfigError, OptimSection
-from milegpo_jax.models import ModelConfig, init_model, save_pretrained
+from milegpo_jax.models import ModelConfig, RuntimeOptions, init_model, save_pretrained
 from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.optim import make_optimizer, trainable_scale
 from milegpo_jax.train.ppo import place_on_default_device, ppo_epoch
@@ -21,9 +21,8 @@ from tests.train.test_ppo_sft import _rows_with_current_logprobs
 LAYERS = 3
 
 
-def _config(scan: bool) -> ModelConfig:
-    return ModelConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_layers=LAYERS, num_heads=4,
-                       num_kv_heads=2, scan_layers=scan)
+CONFIG = ModelConfig(vocab_size=40, hidden_size=32, intermediate_size=64, num_layers=LAYERS, num_heads=4,
+                     num_kv_heads=2)
 
 
 def _layer_slices(params, scan: bool) -> dict[str, np.ndarray]:
@@ -40,7 +39,7 @@ def _layer_slices(params, scan: bool) -> dict[str, np.ndarray]:
 
 
 def _trained(scan: bool, trainable_layers: int):
-    model = init_model(_config(scan), seed=4)
+    model = init_model(CONFIG, RuntimeOptions(scan_layers=scan), seed=4)
     pairs = [((1, 2, 3, 4), (20, 21, 2)), ((5, 6), (7, 8, 2))]
     rows = _rows_with_current_logprobs(model, pairs, [1.0, -0.5])
     optim = OptimSection(learning_rate=1e-2, weight_decay=0.1, trainable_layers=trainable_layers)
@@ -69,7 +68,7 @@ def test_only_the_top_layers_and_final_norm_move(scan):
 
 def test_the_trained_layers_get_full_fine_tunings_gradients():
     """stop_gradient below the trained layers cuts only the backward pass: same loss, same gradient."""
-    model = init_model(_config(False), seed=5)
+    model = init_model(CONFIG, seed=5)
     graphdef, params = nnx.split(model)
     sequence = np.array([[1, 2, 3, 9, 10, 2, 0, 0]], np.int32)
     response = np.array([[0, 0, 1, 1, 1, 0, 0, 0]], np.float32)  # predicting 9, 10, 2

@@ -1,0 +1,86 @@
+"""Every table and figure of an arena, rebuilt from its work directory without rerunning anything:
+
+    python -m experiments.arena summarize DIR
+
+reads ``DIR/arena.json`` (the settings, a study's seeds and margin) and ``DIR/results.jsonl`` (every
+run's per-iteration record) and writes table.md/json, curves.png, diagnostics.md/json, claims.md/json
+and, for a study, selection.md/json. An arena run ends by calling the same ``summarize``. Bad input
+(a missing or unreadable file) is one line and exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from experiments.arena import analysis, output
+
+
+def title_of(recorded: dict, seeds: int) -> str:
+    settings = recorded["settings"]
+    updates = recorded.get("study", {}).get("updates") or [settings["update"]]
+    return (f"{recorded['env']}: G={settings['groups']} K={settings['group_size']}, {settings['tasks']} tasks, "
+            f"{seeds} seeds, {'/'.join(updates)}")
+
+
+def read_settings(work: Path) -> dict:
+    path = work / output.SETTINGS_FILE
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise output.ResultsError(f"{path}: no such file (not an arena work directory)") from None
+    except json.JSONDecodeError as error:
+        raise output.ResultsError(f"{path}: not JSON ({error.msg})") from None
+
+
+def summarize(work: Path) -> dict:
+    """Writes every table and figure of ``work``; returns the analysis (analysis.analyse)."""
+    recorded = read_settings(work)
+    study = recorded.get("study")
+    records = output.read_results(work)
+    margin = study["margin"] if study else analysis.DEFAULT_MARGIN
+    try:
+        result = analysis.analyse(records, study["select_seeds"] if study else None, margin)
+    except ValueError as error:
+        raise output.ResultsError(f"{work / output.RESULTS_FILE}: {error}") from None
+    title = title_of(recorded, len(result["scored_seeds"]))
+    if study:
+        title += f" (evaluation seeds {_ranges(study['eval_seeds'])}; rates chosen on seeds {_ranges(study['select_seeds'])})"
+    (work / "table.md").write_text(output.markdown_table(title, result["results"]))
+    output.write_json_atomic(work / "table.json", {"title": title, "results": result["results"]})
+    output.plot_curves(work / "curves.png", title, result["curves"], "success rate (training rollouts)")
+    diagnostics = result["diagnostics"]
+    (work / "diagnostics.md").write_text(output.diagnostics_table(title + ": credit diagnostics, mean over iterations and seeds", diagnostics))
+    output.write_json_atomic(work / "diagnostics.json", diagnostics)
+    choice = "chosen on the selection seeds" if study else "chosen on these same seeds (post hoc)"
+    claims_title = f"{title}: the claims, rates {choice}; best contestant outside the paper's six: {result['best_outsider'] or 'none ran'}"
+    (work / "claims.md").write_text(output.claims_table(claims_title, result["claims"], diagnostics, margin) if result["claims"]
+                                    else f"### {claims_title}\n\nNo claim could be judged (a claim needs both contestants on >= 2 common seeds).\n")
+    output.write_json_atomic(work / "claims.json", {"title": claims_title, "margin": margin, "best_outsider": result["best_outsider"],
+                                                    "claims": result["claims"]})
+    if result["grid"] is not None:
+        selection_title = f"{recorded['env']}: mean AUC ± std on the selection seeds {_ranges(study['select_seeds'])} (bold: chosen)"
+        (work / "selection.md").write_text(output.selection_table(selection_title, result["grid"], result["chosen"]))
+        output.write_json_atomic(work / "selection.json", {"grid": result["grid"], "chosen": result["chosen"]})
+    return result
+
+
+def _ranges(seeds) -> str:
+    seeds = sorted(seeds)
+    return f"{seeds[0]}-{seeds[-1]}" if len(seeds) > 1 and seeds == list(range(seeds[0], seeds[-1] + 1)) else ",".join(map(str, seeds))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m experiments.arena summarize", description=__doc__.split("\n")[0])
+    parser.add_argument("work", help="an arena or study work directory")
+    args = parser.parse_args(argv)
+    try:
+        result = summarize(Path(args.work))
+    except output.ResultsError as error:
+        print(f"experiments.arena summarize: {error}", file=sys.stderr)
+        return 2
+    print(json.dumps({"job": "arena-summary", "work": args.work, "contestants": result["names"],
+                      "claims": {row["claim"]: row["verdict"] for row in result["claims"]}}))
+    return 0
