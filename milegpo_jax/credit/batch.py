@@ -130,17 +130,17 @@ def padded_batch(
     minima = (min_groups, min_trajectories, min_steps, min_nodes, min_edges)
     G, K, T, N, E = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
     E = E if edges is not None else 0
-    rows = _PaddedRows._make(_pad_rows(
+    rows = _pad_rows(
         nodes.src, nodes.dst, nodes.action, reward, np.asarray(columns.valid, np.bool_),
         np.asarray(columns.milestone, np.int8), nodes.succeeded, lengths, group_sizes, nodes.states_per_group,
         G, K, T, N,
-    ))
+    )
     fields = rows._asdict()
     place = fields.pop("place")
     if edges is not None:
-        fields.update(_EdgeFields._make(_pad_edges(
+        fields.update(_pad_edges(
             edges.edge, edges.first_use, edges.edge_src, edges.edge_dst, edges.edges_per_group, place, G, K, T, E,
-        ))._asdict())
+        )._asdict())
     if "hops" in parts:
         fields["sink_hops"] = sink_hops(fields["edge_src"], fields["edge_dst"], fields["edge_mask"],
                                         fields["node_mask"][:, SINK], N)
@@ -164,7 +164,9 @@ def padded_batch(
     return batch, layout, place
 
 
-class _PaddedRows(NamedTuple):  # what ``_pad_rows`` returns: the fields every batch has, and each step's place
+class PaddedRows(NamedTuple):
+    """What ``_pad_rows`` returns: the fields every batch has, and each step's place."""
+
     src: np.ndarray
     dst: np.ndarray
     action: np.ndarray
@@ -180,7 +182,7 @@ class _PaddedRows(NamedTuple):  # what ``_pad_rows`` returns: the fields every b
 
 @numba.njit(cache=True)
 def _pad_rows(src, dst, action, reward, valid, milestone, succeeded, lengths, group_sizes, states_per_group, G, K, T, N):
-    """The ``_PaddedRows`` of the steps, in its field order."""
+    """The padded arrays of the steps."""
     padded_src, padded_dst = np.zeros((G, K, T), np.int32), np.zeros((G, K, T), np.int32)
     padded_action, rewards = np.zeros((G, K, T), np.int32), np.zeros((G, K, T), np.float32)
     padded_valid, step_mask = np.zeros((G, K, T), np.bool_), np.zeros((G, K, T), np.bool_)
@@ -203,11 +205,15 @@ def _pad_rows(src, dst, action, reward, valid, milestone, succeeded, lengths, gr
             node_mask[g, SINK] |= succeeded[trajectory]
             trajectory += 1
         node_mask[g, 1 : states_per_group[g] + 1] = True
-    return (padded_src, padded_dst, padded_action, rewards, padded_valid, step_mask, padded_milestone, traj_mask,
-            last_state, node_mask, place)
+    return PaddedRows(
+        src=padded_src, dst=padded_dst, action=padded_action, reward=rewards, valid=padded_valid, step_mask=step_mask,
+        milestone=padded_milestone, traj_mask=traj_mask, last_state=last_state, node_mask=node_mask, place=place,
+    )
 
 
-class _EdgeFields(NamedTuple):  # what ``_pad_edges`` returns: the batch's "edges" fields
+class EdgeFields(NamedTuple):
+    """What ``_pad_edges`` returns: the batch's "edges" fields."""
+
     edge: np.ndarray
     first_use: np.ndarray
     edge_src: np.ndarray
@@ -217,7 +223,7 @@ class _EdgeFields(NamedTuple):  # what ``_pad_edges`` returns: the batch's "edge
 
 @numba.njit(cache=True)
 def _pad_edges(edge, first_use, edge_src, edge_dst, edges_per_group, place, G, K, T, E):
-    """The ``_EdgeFields`` of the numbered edges, in its field order (padded rows: edge id E, a spare slot)."""
+    """The padded "edges" fields of the numbered edges (padded rows: edge id E, a spare slot)."""
     padded_edge = np.full(G * K * T, E, np.int32)
     padded_first_use = np.zeros(G * K * T, np.bool_)
     for s in range(len(place)):
@@ -229,4 +235,7 @@ def _pad_edges(edge, first_use, edge_src, edge_dst, edges_per_group, place, G, K
         for e in range(edges_per_group[g]):
             ends_src[g, e], ends_dst[g, e], edge_mask[g, e] = edge_src[numbered], edge_dst[numbered], True
             numbered += 1
-    return padded_edge.reshape(G, K, T), padded_first_use.reshape(G, K, T), ends_src, ends_dst, edge_mask
+    return EdgeFields(
+        edge=padded_edge.reshape(G, K, T), first_use=padded_first_use.reshape(G, K, T), edge_src=ends_src,
+        edge_dst=ends_dst, edge_mask=edge_mask,
+    )

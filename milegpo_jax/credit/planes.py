@@ -57,16 +57,17 @@ def pack(batch: CreditBatch) -> PackedBatch:
     stack = jnp.stack if isinstance(batch.src, jax.Array) else np.stack
     parts = batch.parts
 
-    def planes(names, dtype, axis):
-        return stack([getattr(batch, name).astype(dtype) for name in names], axis=axis)
+    def planes(names, dtype):
+        stacked = stack([getattr(batch, name) for name in names], axis=1)  # one copy; node_mask promotes to int32
+        return stacked if stacked.dtype == dtype else stacked.astype(dtype)
 
     edges = "edges" in parts
     return PackedBatch(
-        step_ints=planes(step_int_fields(parts), np.int32, 1),
-        step_flags=planes(step_flag_fields(parts), np.bool_, 1),
+        step_ints=planes(step_int_fields(parts), np.int32),
+        step_flags=planes(step_flag_fields(parts), np.bool_),
         reward=batch.reward, traj_mask=batch.traj_mask, last_state=batch.last_state,
-        node_ints=planes(node_fields(parts), np.int32, 1),
-        edge_ends=planes(("edge_src", "edge_dst"), np.int32, 1) if edges else None,
+        node_ints=planes(node_fields(parts), np.int32),
+        edge_ends=planes(("edge_src", "edge_dst"), np.int32) if edges else None,
         edge_mask=batch.edge_mask if edges else None,
         parts=parts,
     )

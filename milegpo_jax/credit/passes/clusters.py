@@ -23,13 +23,9 @@ class RowClusters(NamedTuple):
     first_visit: np.ndarray  # bool [G, K, T] s_{t+1} is none of s_0..s_t of the trajectory
 
 
+@numba.njit(cache=True)
 def row_clusters(src, dst, action, valid, lengths, group_sizes, num_nodes) -> RowClusters:
     """The clusters of the padded steps (``src``, ``dst``, ``action``, ``valid`` [G, K, T])."""
-    return RowClusters._make(_row_clusters(src, dst, action, valid, lengths, group_sizes, num_nodes))
-
-
-@numba.njit(cache=True)
-def _row_clusters(src, dst, action, valid, lengths, group_sizes, num_nodes):
     G, K, T = src.shape
     state_action = np.full((G, K, T), K * T, np.int32)
     history2, history3 = state_action.copy(), state_action.copy()
@@ -56,4 +52,4 @@ def _row_clusters(src, dst, action, valid, lengths, group_sizes, num_nodes):
         clear(pairs[0], pairs[2], counts[0])
         clear(histories2[0], histories2[2], counts[1])
         clear(histories3[0], histories3[2], counts[2])
-    return state_action, history2, history3, first_visit
+    return RowClusters(state_action=state_action, history2=history2, history3=history3, first_visit=first_visit)

@@ -21,13 +21,9 @@ class EdgeNumbering(NamedTuple):
     edges_per_group: np.ndarray  # int64 [groups]
 
 
+@numba.njit(cache=True)
 def number_edges(src, dst, lengths, group_sizes) -> EdgeNumbering:
     """The edges of the node ids ``src`` -> ``dst`` of every step (trajectory-major)."""
-    return EdgeNumbering._make(_number_edges(src, dst, lengths, group_sizes))
-
-
-@numba.njit(cache=True)
-def _number_edges(src, dst, lengths, group_sizes):
     steps = len(src)
     edge, first_use = np.empty(steps, np.int32), np.zeros(steps, np.bool_)
     edge_src, edge_dst = np.empty(steps, np.int32), np.empty(steps, np.int32)
@@ -52,4 +48,7 @@ def _number_edges(src, dst, lengths, group_sizes):
         clear(keys, filled, count)
         edges_per_group[g] = count
         numbered += count
-    return edge, first_use, edge_src[:numbered], edge_dst[:numbered], edges_per_group
+    return EdgeNumbering(
+        edge=edge, first_use=first_use, edge_src=edge_src[:numbered], edge_dst=edge_dst[:numbered],
+        edges_per_group=edges_per_group,
+    )

@@ -27,11 +27,6 @@ class NodeNumbering(NamedTuple):
     state_codes: np.ndarray  # int64 [sum of states_per_group] each group's state codes in node id order
 
 
-def number_nodes(state, next_state, action, reward, lengths, group_sizes) -> NodeNumbering:
-    """The node and action ids of every step (columns as in ``RolloutColumns``, trajectory-major)."""
-    return NodeNumbering._make(_number_nodes(state, next_state, action, reward, lengths, group_sizes))
-
-
 @numba.njit(cache=True)
 def dense_codes(codes, size):
     """``codes`` (``size`` of them, their own or a column's share) renumbered 0.. in sorted order if
@@ -45,7 +40,8 @@ def dense_codes(codes, size):
 
 
 @numba.njit(cache=True)
-def _number_nodes(state, next_state, action, reward, lengths, group_sizes):
+def number_nodes(state, next_state, action, reward, lengths, group_sizes) -> NodeNumbering:
+    """The node and action ids of every step (columns as in ``RolloutColumns``, trajectory-major)."""
     steps, groups = len(state), len(group_sizes)
     states, original_of = dense_codes(np.concatenate((state, next_state)), 2 * steps)
     state, next_state = states[:steps], states[steps:]
@@ -99,4 +95,6 @@ def _number_nodes(state, next_state, action, reward, lengths, group_sizes):
     codes = ordered[:numbered]
     if len(original_of):
         codes = original_of[codes]
-    return src, dst, action_ids, succeeded, states_per_group, codes
+    return NodeNumbering(
+        src=src, dst=dst, action=action_ids, succeeded=succeeded, states_per_group=states_per_group, state_codes=codes
+    )
