@@ -13,7 +13,7 @@ import numba
 import numpy as np
 
 EMPTY = -1
-_FIBONACCI = np.int64(-7046029254386353131)  # 2^64 / golden ratio, as a signed 64-bit integer
+FIBONACCI = np.int64(-7046029254386353131)  # 2^64 / golden ratio, as a signed 64-bit integer
 
 
 @numba.njit(cache=True)
@@ -25,13 +25,13 @@ def pair_table(most_keys: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return np.full(size, EMPTY, np.int64), np.empty(size, np.int32), np.empty(max(most_keys, 1), np.int64)
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")  # inlined: a call per key would cost more than the look-up
 def pair_id(keys, ids, filled, count, first, second):
     """(id of the pair (first, second), count of numbered pairs after it): a new pair gets id ``count``.
-    ``first`` and ``second`` lie in [0, 2^31)."""
-    key = (np.int64(first) << 32) | np.int64(second)
+    ``first`` and ``second`` lie in [0, 2^30)."""
+    key = (np.int64(first) << 30) | np.int64(second)
     mask = len(keys) - 1
-    slot = ((key * _FIBONACCI) >> 40) & mask
+    slot = ((key * FIBONACCI) >> 40) & mask
     while keys[slot] != EMPTY and keys[slot] != key:
         slot = (slot + 1) & mask
     if keys[slot] == EMPTY:
