@@ -5,7 +5,7 @@ reads them, as its ``EstimatorSpec.reads`` says (``registry.host_parts``): ``edg
 transitions and first uses, ``edges.py``), ``hops`` (hops to the sink, ``hops.py``, built from the
 edges), ``regions`` (MVPO's loop bodies, ``regions.py``) and ``clusters`` (HGPO's histories, ECPO's
 (state, action) pairs, ProGPO's first visits, ``clusters.py``). ``table.py`` is the open-addressing
-table the numbering passes share.
+table of pairs the edge pass numbers with.
 """
 
 from __future__ import annotations
