@@ -25,9 +25,10 @@ from milegpo_jax.credit import registry
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.estimators import milegpo_terms
 from milegpo_jax.credit.cli import OneLineParser, UsageError, add_limit_options, check_limit_options
+from milegpo_jax.credit.columns import check_columns_for, columns_from_groups
 from milegpo_jax.credit.input_file import read_rollout_file
 from milegpo_jax.credit.limits import CreditLimitError, check_memory, check_reward_range
-from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs
+from milegpo_jax.credit.rollouts import RolloutFormatError
 
 DEFAULT_INPUT = Path(__file__).parent / "data" / "example_rollouts.json"
 
@@ -77,15 +78,19 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
+    rollouts = columns_from_groups(groups)  # credit's one input form
     columns = []
     for column, cfg in zip(COLUMNS, configs):
         try:
-            check_estimator_inputs(groups, cfg.estimator)
+            check_columns_for(rollouts, cfg.estimator)
         except RolloutFormatError:
             continue  # e.g. BEACON without milestone flags: no column
         columns.append((column, cfg))
     configs = [cfg for _, cfg in columns]
-    results = [compute_credit(groups, cfg, with_diagnostics=cfg.stage == "full" and cfg.estimator == "milegpo") for cfg in configs]
+    results = [
+        compute_credit(rollouts, cfg, with_diagnostics=cfg.stage == "full" and cfg.estimator == "milegpo")
+        for cfg in configs
+    ]
     full = results[-1]
     terms = milegpo_terms(full.batch, configs[-1])
     print(f"credit replay of {args.input}: {len(groups)} groups, recipe {args.recipe}\n")

@@ -8,15 +8,14 @@ time per batch of
 * ``jnp``: the jitted estimator on the padded batch already on the device (after compilation;
   compile time separately),
 * ``end_to_end``: the trainer's road from the rollout records as the collector hands them over (a
-  ``RolloutBatch``: rows in the lockstep order they were played, state keys and actions interned
-  per group as each row was recorded) to every row's advantage on the host, as the trainer takes
-  it: ``RolloutBatch.credit_columns`` (drop aborted episodes, order the steps; the order says which
-  row each advantage belongs to) + ``compute_credit`` without the diagnostics (padded batch,
-  estimator, ``step_advantages``),
-* ``host``: the host part of that alone (``credit_columns`` + ``build_batch``; the host's structure
-  only for the estimators that read it, as ``compute_credit`` does without diagnostics),
-* ``end_to_end_from_groups``: ``compute_credit`` from ``Group`` records, i.e. including interning every
-  state key and action string (the CLI's road),
+  ``RolloutBatch``: steps in the lockstep order they were played, state keys and actions interned
+  per group as each step was recorded) to every step's advantage on the host, as the trainer takes
+  it: ``RolloutBatch.credit_columns`` (drop aborted episodes, order the steps) + ``compute_credit``
+  without the diagnostics (padded batch, estimator, ``step_advantages``),
+* ``host``: the host part of that alone (``credit_columns`` + ``build_batch``; the host parts only
+  for the estimators that read them, as ``compute_credit`` does without diagnostics),
+* ``end_to_end_from_groups``: ``compute_credit`` of ``columns_from_groups`` of ``Group`` records, i.e.
+  including interning every state key and action string (the CLI's road),
 * ``reference``: ``credit/testing/reference.py`` from the same groups,
 
 and the ratios reference / jnp and reference / end_to_end, timed in interleaved rounds. The interning
@@ -42,12 +41,14 @@ import numpy as np
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.batch import build_batch
 from milegpo_jax.credit import registry
+from milegpo_jax.credit.columns import columns_from_groups
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import estimate_advantages
+from milegpo_jax.credit.planes import pack
 from milegpo_jax.credit.rollouts import Group, Trajectory
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.testing.synthetic import alfworld_like_rollouts
-from milegpo_jax.rollout.collector import RolloutBatch, record_rows
+from milegpo_jax.rollout.collector import RolloutBatch
 from milegpo_jax.rollout.lockstep import lockstep_rows
 
 # Every estimator and stage of the registry, in its order (stages from the smallest ablation up).
@@ -85,18 +86,18 @@ def with_first_visit_milestones(groups: list[Group]) -> list[Group]:
 
 
 def as_collected(groups: list[Group]) -> tuple[RolloutBatch, float]:
-    """The groups as ``rollout.collector.collect`` hands them over, and the seconds its per-row
-    interning took: rows in lockstep order (turn by turn, every env of the plan in order), each
-    recorded (interned) as it is appended, exactly as the collector does."""
+    """The groups as ``rollout.collector.collect`` hands them over, and the seconds its per-step
+    interning took: steps in lockstep order (turn by turn, every env of the plan in order), each
+    recorded (interned) in that order, exactly as the collector does."""
     rows, episodes = lockstep_rows(groups)
     start = time.perf_counter()
-    recorded = record_rows(rows)
-    return RolloutBatch(tuple(rows), episodes, recorded), time.perf_counter() - start
+    collected = RolloutBatch.from_rows(rows, episodes)
+    return collected, time.perf_counter() - start
 
 
-def _trainer_road(collected: RolloutBatch, cfg) -> tuple[np.ndarray, np.ndarray]:
-    columns, order = collected.credit_columns()
-    return order, compute_credit(columns, cfg, with_diagnostics=False).step_advantages
+def _trainer_road(collected: RolloutBatch, cfg) -> np.ndarray:
+    """Every training step's advantage, in ``credit_columns`` order (the trainer's credit call)."""
+    return compute_credit(collected.credit_columns(), cfg, with_diagnostics=False).step_advantages
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -110,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     groups = with_first_visit_milestones(alfworld_like_rollouts(args.groups, args.group_size, args.max_steps, seed=args.seed))
     collected, record_s = as_collected(groups)
-    batch, layout = build_batch(collected.credit_columns()[0])
+    batch, layout = build_batch(collected.credit_columns())
     states = [len(names) - 1 for names in layout.node_names]
     success = np.mean([traj.succeeded for g in groups for traj in g.trajectories])
     steps = sum(len(t.steps) for g in groups for t in g.trajectories)
@@ -129,8 +130,8 @@ def main(argv: list[str] | None = None) -> dict:
     for estimator, stage in CASES:
         cfg = make_credit_config(estimator, stage=stage)
         name = estimator if stage is None else f"{estimator}/{stage}"
-        structure = registry.batch_structure(estimator)  # as compute_credit builds it without diagnostics
-        device_batch = jax.device_put(build_batch(collected.credit_columns()[0], **structure)[0])
+        parts = registry.host_parts(estimator)  # as compute_credit builds it without diagnostics
+        device_batch = jax.device_put(pack(build_batch(collected.credit_columns(), parts=parts)[0]))
         start = time.perf_counter()
         jax.block_until_ready(estimate_advantages(device_batch, cfg))
         compile_ms = 1000.0 * (time.perf_counter() - start)
@@ -138,8 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
             {
                 "jnp": lambda: jax.block_until_ready(estimate_advantages(device_batch, cfg)),
                 "e2e": lambda: _trainer_road(collected, cfg),
-                "host": lambda: build_batch(collected.credit_columns()[0], **structure),
-                "groups": lambda: compute_credit(groups, cfg, with_diagnostics=False).advantages,
+                "host": lambda: build_batch(collected.credit_columns(), parts=parts),
+                "groups": lambda: compute_credit(columns_from_groups(groups), cfg, with_diagnostics=False).advantages,
                 "reference": lambda: reference.compute_advantages(groups, cfg),
             },
             args.rounds,

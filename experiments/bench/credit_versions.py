@@ -3,14 +3,14 @@
 Machines are noisy and this 2-core VM has slow phases of minutes, so a change's speed is measured
 against the code before it in the same process: both checkouts are imported (each with its own
 modules, swapped in before each of its calls), each builds the benchmark's batches
-(``experiments/bench/credit.py``) and runs the trainer's road (``RolloutBatch.credit_columns`` +
-``compute_credit``), and the two alternate for ``--rounds`` rounds, each call after a run of the
+(``experiments/bench/credit.py``) and runs the trainer's credit road (``RolloutBatch.credit_columns``
++ ``compute_credit``), and the two alternate for ``--rounds`` rounds, each call after a run of the
 plain-Python reference (the cold case the trainer meets). Before timing, every case asserts that
 both give the same per-row advantages on every seed's batch (``--atol``: at most that far apart, for
 a change that rounds differently; the largest difference is reported). Ends with one JSON line: per
 case the median road in ms of each side, the ratio baseline / this checkout and the difference.
 
-Run: ``git worktree add ../base <commit>`` then
+Run: ``git worktree add ../base <commit>`` (or ``git archive <commit> | tar -x -C DIR``) then
 ``python -m experiments.bench.credit_versions --baseline ../base [--cases milegpo/full mvpo]``.
 """
 
@@ -61,6 +61,11 @@ class Checkout:
         sys.modules.update(self.modules)
 
 
+def _advantages(road_output) -> np.ndarray:
+    """The per-step advantages of a checkout's ``_trainer_road`` (an older checkout returns ``(order, advantages)``)."""
+    return road_output[1] if isinstance(road_output, tuple) else road_output
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", type=Path, required=True, help="a checkout of the older code")
@@ -95,7 +100,8 @@ def main(argv: list[str] | None = None) -> dict:
         for side, checkout in sides.items():
             checkout.use()
             configs[side] = checkout.config.make_credit_config(estimator, stage=stage)
-            outputs[side] = [checkout.bench._trainer_road(collected, configs[side])[1] for _, collected in batches[side]]
+            outputs[side] = [_advantages(checkout.bench._trainer_road(collected, configs[side]))
+                             for _, collected in batches[side]]
         difference = 0.0
         for seed, old, new in zip(args.seeds, outputs["baseline"], outputs["current"]):
             gap = float(np.abs(old - new).max(initial=0.0)) if old.shape == new.shape else None

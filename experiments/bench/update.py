@@ -149,9 +149,9 @@ def rollout_rows(config, workdir: Path, progress: bool):
                         reward_scale=env_spec(env.name).reward_scale)
     finally:
         pool.close()
-    columns, order = batch.credit_columns()  # as the trainer hands them to the credit engine
+    columns, responses = batch.training_steps()  # as the trainer hands them to the credit engine
     credit = compute_credit(columns, config.credit_config())
-    return model, tokenizer, [row.response for row in batch.rows_in(order)], credit.step_advantages.tolist()
+    return model, tokenizer, responses, credit.step_advantages.tolist()
 
 
 def useful_flops(model_config, lengths: np.ndarray) -> float:

@@ -1,10 +1,10 @@
-"""One call from rollout groups to advantages and diagnostics (used by the CLI, replay and trainer)."""
+"""One call from rollout columns to advantages and diagnostics (used by the CLI, replay, arena and trainer)."""
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -12,8 +12,7 @@ from milegpo_jax.credit.batch import BatchLayout, CreditBatch, padded_batch
 from milegpo_jax.credit.columns import RolloutColumns, check_columns_for
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.diagnostics import credit_diagnostics
-from milegpo_jax.credit.estimators import advantages_and_ema, batch_structure, milegpo_terms
-from milegpo_jax.credit.rollouts import Group, check_estimator_inputs
+from milegpo_jax.credit.estimators import advantages_and_ema, host_parts, milegpo_terms
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,34 +36,31 @@ class CreditResult:
 
 
 def compute_credit(
-    groups: Sequence[Group] | RolloutColumns,
+    columns: RolloutColumns,
     cfg: CreditConfig,
     with_diagnostics: bool = True,
     ema_prev: float = 0.0,
     pad_to: tuple[int, ...] | None = None,
 ) -> CreditResult:
-    """Advantages of ``cfg.estimator`` for every step of ``groups`` (+ the MileGPO diagnostics).
+    """Advantages of ``cfg.estimator`` for every step of ``columns`` (+ the MileGPO diagnostics).
 
-    ``groups`` may also be pre-interned ``RolloutColumns`` (columns.py: the fast road for producers
-    that record steps one by one). ``pad_to = (steps, nodes[, edges])`` pads the batch to at least that
-    many steps per trajectory, nodes and distinct edges per group, so that a caller whose batches vary
-    keeps one compiled program per shape instead of one per power-of-two bucket it passes through.
+    The columns come interned from their producer (columns.py): the collector's recording, the
+    arena's interner, or ``columns_from_groups`` at the JSON edge (CLI, replay). ``pad_to = (steps,
+    nodes[, edges])`` pads the batch to at least that many steps per trajectory, nodes and distinct
+    edges per group, so that a caller whose batches vary keeps one compiled program per shape instead
+    of one per power-of-two bucket it passes through.
 
     ``ema_prev`` is MVPO's success EMA of the previous iteration (m_0 = 0); the result carries the
     updated value, which the caller keeps in its state (docs/credit-family.md). Rollouts that lack a
-    field the estimator needs raise ``RolloutFormatError``.
+    field the estimator needs raise ``RolloutFormatError`` (``columns.check_columns_for``).
 
     The diagnostics are MileGPO's; for a baseline estimator they use the MileGPO fields of ``cfg``
     (its recipe defaults) on the same graph, so that tie statistics can be compared across estimators.
     """
-    if isinstance(groups, RolloutColumns):
-        check_columns_for(groups, cfg.estimator)
-    else:
-        check_estimator_inputs(groups, cfg.estimator)
+    check_columns_for(columns, cfg.estimator)
     minima = {} if pad_to is None else dict(zip(("min_steps", "min_nodes", "min_edges"), pad_to))
-    structure = batch_structure(cfg.estimator)
-    structure["with_graph"] |= with_diagnostics  # the diagnostics are MileGPO's
-    batch, layout_of, step_index = padded_batch(groups, **structure, **minima)
+    parts = host_parts(cfg.estimator) | (host_parts("milegpo") if with_diagnostics else frozenset())  # MileGPO's
+    batch, layout_of, step_index = padded_batch(columns, parts=parts, **minima)
     advantages, ema = advantages_and_ema(batch, cfg, ema_prev)
     # through numpy: float() of a jax scalar takes ~35 µs of checks, as long as the [G, K, T] fetch
     advantages, ema = np.asarray(advantages), float(np.asarray(ema))

@@ -23,10 +23,11 @@ from pathlib import Path
 
 from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit import registry
+from milegpo_jax.credit.columns import check_columns_for, columns_from_groups
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.input_file import DEFAULT_MAX_INPUT_BYTES, read_rollout_file
 from milegpo_jax.credit.limits import DEFAULT_MAX_MEMORY_BYTES, CreditLimitError, check_memory, check_reward_range
-from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs
+from milegpo_jax.credit.rollouts import RolloutFormatError
 
 EXIT_BAD_INPUT = 2
 
@@ -105,7 +106,8 @@ def main(argv: list[str] | None = None) -> int:
         check_limit_options(args)
         output = check_output_place(args.output) if args.output else None
         groups = read_rollout_file(args.input, args.max_input_bytes)
-        check_estimator_inputs(groups, cfg.estimator)  # e.g. beacon on rollouts without milestone flags
+        columns = columns_from_groups(groups)  # credit's one input form
+        check_columns_for(columns, cfg.estimator)  # e.g. beacon on rollouts without milestone flags
         check_reward_range(groups, cfg.precision)
         check_memory(groups, cfg, int(args.max_memory_gb * 1024**3))
     except (UsageError, CreditConfigError, RolloutFormatError, CreditLimitError) as error:
@@ -115,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     # Imported here so that bad input is reported without paying for the JAX import.
     from milegpo_jax.credit.api import compute_credit
 
-    result = compute_credit(groups, cfg)
+    result = compute_credit(columns, cfg)
     text = json.dumps(
         {"advantages": result.advantages, "diagnostics": result.diagnostics, "config": dataclasses.asdict(cfg)},
         indent=1,

@@ -34,6 +34,7 @@ from milegpo_jax.credit.rollouts import Group, RolloutFormatError
 # milestone detection (``Step.milestone is None``).
 UNRECORDED = -1
 _MILESTONE_CODES = {None: UNRECORDED, False: 0, True: 1}
+MILESTONE_FLAGS = {code: flag for flag, code in _MILESTONE_CODES.items()}  # code -> ``Step.milestone``
 _fields = operator.attrgetter("state", "next_state", "action", "reward", "valid", "milestone")
 
 
@@ -140,6 +141,7 @@ class RecordedSteps:
     valid: np.ndarray  # bool [R]
     milestone: np.ndarray  # int8 [R]
     state_names: dict[int, tuple[str, ...]]  # group -> code -> canonical state key
+    action_names: dict[int, tuple[str, ...]]  # group -> code -> action (for tools that list the steps)
 
     def __len__(self) -> int:
         return len(self.group)
@@ -150,22 +152,25 @@ class RecordedSteps:
         for group in self.state_names:
             mapping[group] = new_group(group)
         names = {int(mapping[group]): table for group, table in self.state_names.items()}
-        return dataclasses.replace(self, group=mapping[self.group], state_names=names)
+        actions = {int(mapping[group]): table for group, table in self.action_names.items()}
+        return dataclasses.replace(self, group=mapping[self.group], state_names=names, action_names=actions)
 
     @staticmethod
     def concatenate(parts: Sequence[RecordedSteps]) -> RecordedSteps:
         """One recording of the steps of ``parts`` (whose groups must be distinct), in the order given."""
         names: dict[int, tuple[str, ...]] = {}
+        actions: dict[int, tuple[str, ...]] = {}
         for part in parts:
             if names.keys() & part.state_names.keys():
                 raise ValueError(f"recorded steps: group {min(names.keys() & part.state_names.keys())} is in two parts")
             names.update(part.state_names)
+            actions.update(part.action_names)
         arrays = {
             field.name: np.concatenate([getattr(part, field.name) for part in parts])
             for field in dataclasses.fields(RecordedSteps)
-            if field.name != "state_names"
+            if field.name not in ("state_names", "action_names")
         }
-        return RecordedSteps(**arrays, state_names=names)
+        return RecordedSteps(**arrays, state_names=names, action_names=actions)
 
     def training_order(self, dropped: Collection[tuple[int, int]] = ()) -> np.ndarray:
         """Indices of the recorded steps in (group, trajectory, t) order, without the ``dropped``
@@ -304,21 +309,16 @@ class StepRecorder:
             valid=np.array(fields[7], bool),
             milestone=np.array(fields[8], np.int8),
             state_names={group: tuple(interner.names) for group, interner in self._states.items()},
+            action_names={group: tuple(interner.names) for group, interner in self._actions.items()},
         )
 
 
 def columns_from_groups(groups: Sequence[Group]) -> RolloutColumns:
-    """Interns ``Group`` records (the JSON/CLI form) into columns."""
+    """Interns ``Group`` records (the JSON/CLI form) into columns (``RolloutColumns`` checks the counts)."""
     if not groups:
         raise ValueError("no groups to build a batch from")
-    for g, group in enumerate(groups):
-        if not group.trajectories:
-            raise ValueError(f"groups[{g}]: no trajectories")
-        for k, traj in enumerate(group.trajectories):
-            if not traj.steps:
-                raise ValueError(f"groups[{g}].trajectories[{k}]: no steps")
     steps = [step for group in groups for traj in group.trajectories for step in traj.steps]
-    states, next_states, actions, rewards, valids, milestones = zip(*map(_fields, steps))
+    states, next_states, actions, rewards, valids, milestones = zip(*map(_fields, steps)) if steps else [()] * 6
     interner, action_codes = KeyInterner(), KeyInterner()
     state_codes = interner.many(states + next_states)
     milestone = np.fromiter(map(_MILESTONE_CODES.__getitem__, milestones), np.int8, len(steps))
@@ -336,7 +336,8 @@ def columns_from_groups(groups: Sequence[Group]) -> RolloutColumns:
 
 
 def check_columns_for(columns: RolloutColumns, estimator: str) -> None:
-    """``rollouts.check_estimator_inputs`` for columns: the first step without a needed field, in one line."""
+    """Raises ``RolloutFormatError`` naming the estimator and the first step that lacks a field it needs
+    (BEACON reads the per-step ``milestone`` flag, which rollouts recorded without detection omit)."""
     from milegpo_jax.credit.config import NEEDS_MILESTONES
 
     if estimator not in NEEDS_MILESTONES:

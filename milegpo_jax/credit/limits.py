@@ -24,7 +24,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from milegpo_jax.credit.batch import CreditBatch
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.rollouts import Group, RolloutFormatError
 from milegpo_jax.shapes import bucket_size
@@ -76,15 +75,22 @@ def bucketed_shape(groups: Sequence[Group]) -> tuple[int, int, int, int, int]:
     return tuple(bucket_size(size, minimum) for size, minimum in zip(sizes, (1, 1, 8, 8, 8)))
 
 
-def abstract_batch(shape: tuple[int, int, int, int, int]) -> CreditBatch:
+def abstract_batch(shape: tuple[int, int, int, int, int]):
+    """The packed batch of ``shape`` with every host part, as shapes only (for ``memory_analysis``)."""
     import jax
 
+    from milegpo_jax.credit.passes import ALL_PARTS
+    from milegpo_jax.credit.planes import PackedBatch, node_fields, step_flag_fields, step_int_fields
+
     G, K, T, N, E = shape
-    return CreditBatch(
-        step_ints=jax.ShapeDtypeStruct((G, 7, K, T), np.int32), step_flags=jax.ShapeDtypeStruct((G, 5, K, T), bool),
+    return PackedBatch(
+        step_ints=jax.ShapeDtypeStruct((G, len(step_int_fields(ALL_PARTS)), K, T), np.int32),
+        step_flags=jax.ShapeDtypeStruct((G, len(step_flag_fields(ALL_PARTS)), K, T), bool),
         reward=jax.ShapeDtypeStruct((G, K, T), np.float32), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
-        last_state=jax.ShapeDtypeStruct((G, K), np.int32), node_ints=jax.ShapeDtypeStruct((G, 3, N), np.int32),
+        last_state=jax.ShapeDtypeStruct((G, K), np.int32),
+        node_ints=jax.ShapeDtypeStruct((G, len(node_fields(ALL_PARTS)), N), np.int32),
         edge_ends=jax.ShapeDtypeStruct((G, 2, E), np.int32), edge_mask=jax.ShapeDtypeStruct((G, E), bool),
+        parts=ALL_PARTS,
     )
 
 

@@ -22,10 +22,12 @@ from typing import Any
 RECIPES = ("alfworld", "webshop")
 DEFAULT_RECIPE = "alfworld"
 
-# What a program may read beyond the rows: the host's graph structure (distinct edges, hops to the
-# sink, regions), its row clusters (HGPO's histories, ECPO's (state, action) pairs, ProGPO's first
-# visits), the rollouts' per-step milestone flags, and the success EMA carried across iterations.
-READS = ("graph", "clusters", "milestones", "ema")
+# What a program may read beyond the rows: the host parts built by the passes of ``credit/passes/``
+# (distinct edges, hops to the sink, MVPO's regions, the row clusters: HGPO's histories, ECPO's
+# (state, action) pairs, ProGPO's first visits), the rollouts' per-step milestone flags, and the
+# success EMA carried across iterations.
+HOST_PARTS = ("edges", "hops", "regions", "clusters")
+READS = (*HOST_PARTS, "milestones", "ema")
 # "group": ``f(group, cfg) -> terms`` on one group's [K, T] rows, vmapped over groups;
 # "batch": ``f(batch, cfg, ema_prev) -> terms`` incl. "ema_new", for state across the groups.
 LEVELS = ("group", "batch")
@@ -86,7 +88,7 @@ SPECS: tuple[EstimatorSpec, ...] = (
         recipes={"alfworld": {"norm_mode": "mean_std", "gamma": 0.95}, "webshop": {"norm_mode": "mean", "gamma": 0.95}},
     ),
     EstimatorSpec(
-        name="graphgpo", label="GraphGPO", page="docs/credit.md §4", level="group", reads=frozenset({"graph"}),
+        name="graphgpo", label="GraphGPO", page="docs/credit.md §4", level="group", reads=frozenset({"hops"}),
         program=f"{_PROGRAMS}.baselines:graphgpo_group", reference=f"{_REFERENCES}.reference_baselines:graphgpo_details",
         options=_GRAPH_RETURN_OPTIONS,
         recipes={
@@ -96,7 +98,7 @@ SPECS: tuple[EstimatorSpec, ...] = (
     ),
     # MileGPO: paper Table 5.
     EstimatorSpec(
-        name="milegpo", label="MileGPO", page="docs/credit.md §5", level="group", reads=frozenset({"graph"}),
+        name="milegpo", label="MileGPO", page="docs/credit.md §5", level="group", reads=frozenset({"edges", "hops"}),
         program=f"{_PROGRAMS}.milegpo:milegpo_group", reference=f"{_REFERENCES}.reference_milegpo:milegpo_details",
         options=_GRAPH_RETURN_OPTIONS + _MILEGPO_OPTIONS, stages=("full", "rcs", "md"),
         recipes={
@@ -143,7 +145,7 @@ SPECS: tuple[EstimatorSpec, ...] = (
         recipes={"alfworld": {"norm_mode": "mean_std"}, "webshop": {"norm_mode": "mean"}},
     ),
     EstimatorSpec(
-        name="mvpo", label="MVPO", page="docs/credit-family.md", level="batch", reads=frozenset({"graph", "ema"}),
+        name="mvpo", label="MVPO", page="docs/credit-family.md", level="batch", reads=frozenset({"regions", "ema"}),
         program=f"{_PROGRAMS}.family:mvpo_batch", reference=f"{_REFERENCES}.reference_family:mvpo_batch_details",
         options=("gamma", "mvpo_w_future", "mvpo_w_progress", "mvpo_w_loop", "mvpo_potential_weight", "mvpo_ema_beta",
                  "mvpo_success_ref", "mvpo_kappa_decay", "mvpo_route"),
@@ -166,10 +168,10 @@ def reading(what: str) -> tuple[str, ...]:
     return tuple(spec.name for spec in SPECS if what in spec.reads)
 
 
-def batch_structure(name: str) -> dict[str, bool]:
-    """``padded_batch``'s options for what the program of ``name`` reads (the host skips the rest)."""
-    reads = spec_of(name).reads
-    return {"with_graph": "graph" in reads, "with_row_clusters": "clusters" in reads}
+def host_parts(name: str) -> frozenset[str]:
+    """The host parts the program of ``name`` reads: what ``batch.padded_batch`` builds for it (the
+    host skips the rest)."""
+    return spec_of(name).reads & frozenset(HOST_PARTS)
 
 
 def staged() -> tuple[str, ...]:

@@ -14,7 +14,9 @@ The JSON form (docs/credit.md §12) is::
 milestone; rollouts recorded without milestone detection omit it (``Step.milestone is None``).
 
 ``parse_rollouts`` validates that form and raises ``RolloutFormatError`` with a one-line message that
-names the offending place (``groups[g].trajectories[k].steps[t].field``).
+names the offending place (``groups[g].trajectories[k].steps[t].field``). Credit takes rollouts as
+``RolloutColumns`` only: ``columns.columns_from_groups`` interns these records at the JSON edge (the
+CLI, the replay tool), where the estimator's needs are checked too (``columns.check_columns_for``).
 """
 
 from __future__ import annotations
@@ -142,23 +144,6 @@ def _step_json(step: Step) -> dict:
     if step.milestone is None:
         del fields["milestone"]
     return fields
-
-
-def check_estimator_inputs(groups: Sequence[Group], estimator: str) -> None:
-    """Raises ``RolloutFormatError`` naming the estimator and the first step that lacks a field it needs
-    (BEACON reads the per-step ``milestone`` flag, which rollouts recorded without detection omit)."""
-    from milegpo_jax.credit.config import NEEDS_MILESTONES
-
-    if estimator not in NEEDS_MILESTONES:
-        return
-    for g, group in enumerate(groups):
-        for k, traj in enumerate(group.trajectories):
-            for t, step in enumerate(traj.steps):
-                if step.milestone is None:
-                    raise RolloutFormatError(
-                        f"groups[{g}].trajectories[{k}].steps[{t}]: estimator {estimator} needs the per-step "
-                        "field 'milestone', which these rollouts lack"
-                    )
 
 
 def rollouts_to_json(groups: Sequence[Group]) -> dict:

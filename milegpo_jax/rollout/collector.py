@@ -1,4 +1,4 @@
-"""The lockstep multi-turn rollout loop: env pool <-> policy, one row per (group, rollout, step).
+"""The lockstep multi-turn rollout loop: env pool <-> policy, one recorded step per (group, rollout, step).
 
 Per turn every active environment gets a fresh prompt (template + the last ``history_length``
 observation/action pairs, docs/environments.md §6.1), the policy answers all of them in one batched call,
@@ -10,6 +10,8 @@ whose server failed are ABORTED: counted, and left out of training and of the cr
 from __future__ import annotations
 
 import dataclasses
+import functools
+import itertools
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
@@ -17,14 +19,13 @@ import numpy as np
 
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
-from milegpo_jax.credit.columns import RecordedSteps, RolloutColumns, StepRecorder
-from milegpo_jax.credit.rollouts import Group, Step, Trajectory
+from milegpo_jax.credit.columns import MILESTONE_FLAGS, RecordedSteps, RolloutColumns, StepRecorder
 from milegpo_jax.rollout.prompts import HistoryEntry, build_prompt, project_actions
 
 
 @dataclasses.dataclass(frozen=True)
 class PolicyResponse:
-    """The policy's answer to one prompt, as the rollout keeps it (a ``StepRow`` trains on it).
+    """The policy's answer to one prompt, as the rollout keeps it (the update trains on it).
 
     The sampler returns a ``GenerationBatch`` (padded arrays of a whole batch), each row of which
     becomes a ``TextCompletion`` at text level; ``SamplerPolicy`` turns those into these records.
@@ -49,6 +50,8 @@ def _milestone_flag(info: dict) -> bool | None:
 
 @dataclasses.dataclass(frozen=True)
 class StepRow:
+    """One played step as a record: what ``RolloutBatch.from_rows`` records and ``RolloutBatch.rows`` lists."""
+
     group: int
     trajectory: int  # rollout index k within the group
     t: int
@@ -78,70 +81,59 @@ def _record(recorder: StepRecorder, row: StepRow) -> None:
     )
 
 
-def record_rows(rows: Sequence[StepRow]) -> RecordedSteps:
-    """The recording ``collect`` makes as it plays, for rows assembled otherwise (tests, tools)."""
-    recorder = StepRecorder()
-    for row in rows:
-        _record(recorder, row)
-    return recorder.finish()
-
-
 @dataclasses.dataclass(frozen=True)
 class RolloutBatch:
-    rows: tuple[StepRow, ...]
+    """Every played step once, in the order the collector recorded it: its credit fields (state keys
+    and actions interned per group as it was recorded, credit/columns.py) and the policy's response
+    to it; and every episode, aborted ones included."""
+
+    steps: RecordedSteps
+    responses: tuple[PolicyResponse, ...]  # responses[i] is the answer of recorded step i
     episodes: tuple[EpisodeSummary, ...]
-    # the rows' credit fields, state keys and actions interned per group as the collector recorded them
-    # (credit/columns.py); recorded from ``rows`` when not given
-    recorded: RecordedSteps | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def __post_init__(self):
-        if self.recorded is None:
-            object.__setattr__(self, "recorded", record_rows(self.rows))
-        elif len(self.recorded) != len(self.rows):
-            raise ValueError(f"rollout batch: {len(self.recorded)} recorded steps for {len(self.rows)} rows")
+        if len(self.steps) != len(self.responses):
+            raise ValueError(f"rollout batch: {len(self.responses)} responses for {len(self.steps)} recorded steps")
+
+    @staticmethod
+    def from_rows(rows: Sequence[StepRow], episodes: Sequence[EpisodeSummary]) -> RolloutBatch:
+        """The batch ``collect`` makes as it plays, for rows assembled otherwise (tests, tools)."""
+        recorder = StepRecorder()
+        for row in rows:
+            _record(recorder, row)
+        return RolloutBatch(recorder.finish(), tuple(row.response for row in rows), tuple(episodes))
+
+    @functools.cached_property
+    def rows(self) -> tuple[StepRow, ...]:
+        """The steps as records, in recording order (for tools that list them; credit and training read
+        the columns)."""
+        s = self.steps
+        return tuple(
+            StepRow(group, trajectory, t, response, s.state_names[group][state], s.action_names[group][action],
+                    s.state_names[group][next_state], reward, valid, MILESTONE_FLAGS[milestone])
+            for group, trajectory, t, response, state, action, next_state, reward, valid, milestone in zip(
+                s.group.tolist(), s.trajectory.tolist(), s.t.tolist(), self.responses, s.state.tolist(),
+                s.action.tolist(), s.next_state.tolist(), s.reward.tolist(), s.valid.tolist(), s.milestone.tolist(),
+            )
+        )
 
     def _aborted(self) -> set[tuple[int, int]]:
         return {(e.group, e.trajectory) for e in self.episodes if e.aborted}
 
-    def training_rows(self) -> list[StepRow]:
-        """Rows of the episodes that were not aborted, in (group, trajectory, t) order."""
-        return self.rows_in(self.recorded.training_order(self._aborted()))
+    def credit_columns(self) -> RolloutColumns:
+        """The credit input: the steps of the episodes that were not aborted, in (group, trajectory, t)
+        order, as the pre-interned columns of the recording (no string or record touched; credit/columns.py)."""
+        return self.steps.columns(self._aborted())[0]
 
-    def rows_in(self, order: np.ndarray) -> list[StepRow]:
-        """``rows[order[0]], rows[order[1]], ...`` (e.g. the order ``credit_columns`` returns)."""
-        return np.fromiter(self.rows, object, len(self.rows))[order].tolist()
-
-    def aligned_rows(self) -> list[list[list[StepRow]]]:
-        """Rows per credit group, per trajectory, per step (aborted episodes dropped, empty groups skipped)."""
-        columns, order = self.credit_columns()
-        rows = self.rows_in(order)
-        ends = np.cumsum(columns.lengths).tolist()
-        trajectories = [rows[begin:end] for begin, end in zip([0, *ends[:-1]], ends)]
-        group_ends = np.cumsum(columns.group_sizes).tolist()
-        return [trajectories[begin:end] for begin, end in zip([0, *group_ends[:-1]], group_ends)]
-
-    def credit_groups(self) -> tuple[list[Group], list[list[list[StepRow]]]]:
-        """Credit-engine groups and, aligned with them, the rows of every step, so advantages map back to rows."""
-        aligned = self.aligned_rows()
-        groups = [
-            Group(tuple(
-                Trajectory(tuple(Step(r.state, r.action, r.next_state, r.reward, r.valid, r.milestone) for r in rows))
-                for rows in episodes
-            ))
-            for episodes in aligned
-        ]
-        return groups, aligned
-
-    def credit_columns(self) -> tuple[RolloutColumns, np.ndarray]:
-        """The credit groups as the pre-interned step columns of the recording (credit/columns.py: the
-        same padded batch, without touching a string or a record per step) and their order: entry i of
-        the columns, and of a ``CreditResult.step_advantages``, is the step of ``rows[order[i]]``
-        (``rows_in(order)``; the credit road itself touches no row record, docs/credit.md §10.1)."""
-        return self.recorded.columns(self._aborted())
+    def training_steps(self) -> tuple[RolloutColumns, list[PolicyResponse]]:
+        """``credit_columns()`` and the responses of the same steps, aligned: entry i of the columns,
+        and of the ``CreditResult.step_advantages`` computed from them, belongs to ``responses[i]``."""
+        columns, order = self.steps.columns(self._aborted())
+        return columns, np.fromiter(self.responses, object, len(self.responses))[order].tolist()
 
     def metrics(self) -> dict[str, float]:
         finished = [e for e in self.episodes if not e.aborted]
-        valid = self.recorded.valid[self.recorded.training_order(self._aborted())]  # the training rows' flags
+        valid = self.steps.valid[self.steps.training_order(self._aborted())]  # the training steps' flags
         return {
             "success_rate": sum(e.won for e in finished) / max(len(finished), 1),
             "score": sum(e.score for e in finished) / max(len(finished), 1),
@@ -161,6 +153,16 @@ class RolloutBatch:
         return {task_type: sum(won) / len(won) for task_type, won in sorted(by_type.items())}
 
 
+def _renumbered(batches: Sequence[RolloutBatch], new_groups: Sequence[Callable[[int], int]]) -> RolloutBatch:
+    """One batch of ``batches``, the groups of batch i renumbered by ``new_groups[i]`` (once each)."""
+    steps = RecordedSteps.concatenate([batch.steps.regrouped(new) for batch, new in zip(batches, new_groups)])
+    responses = tuple(itertools.chain.from_iterable(batch.responses for batch in batches))
+    episodes = tuple(
+        dataclasses.replace(e, group=new(e.group)) for batch, new in zip(batches, new_groups) for e in batch.episodes
+    )
+    return RolloutBatch(steps, responses, episodes)
+
+
 def merge_host_batches(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     """One batch from the batches every host played for its share of a plan.
 
@@ -168,25 +170,15 @@ def merge_host_batches(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     its groups ``0, 1, 2, ...``; the merged batch numbers them back to their place in the plan.
     """
     hosts = len(batches)
-    rows, episodes, recorded = [], [], []
-    for host, batch in enumerate(batches):
-        rows += [dataclasses.replace(r, group=host + r.group * hosts) for r in batch.rows]
-        episodes += [dataclasses.replace(e, group=host + e.group * hosts) for e in batch.episodes]
-        recorded.append(batch.recorded.regrouped(lambda group, host=host: host + group * hosts))
-    return RolloutBatch(tuple(rows), tuple(episodes), RecordedSteps.concatenate(recorded))
+    return _renumbered(batches, [lambda group, host=host: host + group * hosts for host in range(hosts)])
 
 
 def merge_passes(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     """One batch from consecutive passes over disjoint task lists (their groups numbered on)."""
     if len(batches) == 1:
         return batches[0]
-    rows, episodes, recorded, offset = [], [], [], 0
-    for batch in batches:
-        rows += [dataclasses.replace(r, group=r.group + offset) for r in batch.rows]
-        episodes += [dataclasses.replace(e, group=e.group + offset) for e in batch.episodes]
-        recorded.append(batch.recorded.regrouped(lambda group, offset=offset: group + offset))
-        offset += 1 + max((e.group for e in batch.episodes), default=-1)
-    return RolloutBatch(tuple(rows), tuple(episodes), RecordedSteps.concatenate(recorded))
+    offsets = np.cumsum([0] + [1 + max((e.group for e in batch.episodes), default=-1) for batch in batches[:-1]])
+    return _renumbered(batches, [lambda group, offset=int(offset): group + offset for offset in offsets])
 
 
 def collect(
@@ -213,8 +205,8 @@ def collect(
     won = [False] * len(replies)
     score = [0.0] * len(replies)
     steps = [0] * len(replies)
-    rows: list[StepRow] = []
-    recorder = StepRecorder()  # interns each row's state keys and action as it is recorded
+    responses_of_steps: list[PolicyResponse] = []
+    recorder = StepRecorder()  # interns each step's state keys and action as it is recorded
     for turn in range(max_steps):
         indices = [i for i, is_active in enumerate(active) if is_active]
         if not indices:
@@ -240,20 +232,11 @@ def collect(
                 aborted[i], active[i] = True, False
                 continue
             result = reply.result
-            row = StepRow(
-                group=i // size,
-                trajectory=i % size,
-                t=steps[i],
-                response=response,
-                state=current[i].state_key,
-                action=action,
-                next_state=result.state_key,
-                reward=result.reward * reward_scale,
-                valid=valid,
-                milestone=_milestone_flag(result.info),
+            recorder.record(
+                i // size, i % size, steps[i], current[i].state_key, action, result.state_key,
+                result.reward * reward_scale, valid, _milestone_flag(result.info),
             )
-            rows.append(row)
-            _record(recorder, row)
+            responses_of_steps.append(response)
             history[i].append(HistoryEntry(current[i].observation, action))
             current[i] = result
             steps[i] += 1
@@ -264,4 +247,4 @@ def collect(
         EpisodeSummary(i // size, i % size, won[i], steps[i], aborted[i], score[i], task_types[i])
         for i in range(len(replies))
     )
-    return RolloutBatch(tuple(rows), episodes, recorder.finish())
+    return RolloutBatch(recorder.finish(), tuple(responses_of_steps), episodes)

@@ -266,10 +266,10 @@ class Trainer:
         }
 
         start = time.perf_counter()
-        columns, order = batch.credit_columns()  # pre-interned: the credit engine's fast road
+        columns, responses = batch.training_steps()  # pre-interned columns, and their steps' responses
         credit = compute_credit(columns, self.credit_config, ema_prev=self.credit_ema)
         self.credit_ema = credit.ema
-        advantages = credit.step_advantages  # entry i is the advantage of batch.rows[order[i]]
+        advantages = credit.step_advantages  # entry i is the advantage of responses[i]
         timings["time/advantage_s"] = time.perf_counter() - start
 
         metrics: dict[str, Any] = {f"rollout/{k}": v for k, v in batch.metrics().items()}
@@ -279,7 +279,7 @@ class Trainer:
         metrics.update({"advantage/mean": adv.mean(), "advantage/std": adv.std(), "advantage/abs_max": np.abs(adv).max()})
 
         start = time.perf_counter()
-        update_rows = ppo_rows([row.response for row in batch.rows_in(order)], advantages)
+        update_rows = ppo_rows(responses, advantages)
         capacity = sequence_capacity(update_rows)
         pad_id = self.tokenizer.pad_token_id
         if self.reference is not None:

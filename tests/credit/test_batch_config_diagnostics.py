@@ -9,7 +9,7 @@ import pytest
 
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.credit.batch import SINK, build_batch, bucket_size
-from milegpo_jax.credit.columns import RolloutColumns
+from milegpo_jax.credit.columns import RolloutColumns, columns_from_groups
 from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
 from milegpo_jax.credit.limits import bucketed_shape
@@ -23,7 +23,7 @@ def test_bucket_sizes_are_powers_of_two():
 
 
 def test_batch_maps_states_to_dense_ids_with_the_sink_first():
-    batch, layout = build_batch([EXAMPLES["A"]["group"], EXAMPLES["B"]["group"]], min_steps=1, min_nodes=1)
+    batch, layout = build_batch(columns_from_groups([EXAMPLES["A"]["group"], EXAMPLES["B"]["group"]]), min_steps=1, min_nodes=1)
     assert batch.src.shape == (2, 4, 4) and batch.node_mask.shape == (2, 8)
     assert layout.node_names[0] == ("success", "S0", "A", "B", "C", "D", "E")
     assert layout.node_names[1][0] == "success"
@@ -155,17 +155,17 @@ class _NamesOf(dict):
 
 def test_batch_without_buckets_and_with_minimum_sizes():
     groups = [EXAMPLES["C"]["group"]]
-    exact, _ = build_batch(groups, bucket=False, min_steps=1, min_nodes=1)
+    exact, _ = build_batch(columns_from_groups(groups), bucket=False, min_steps=1, min_nodes=1)
     assert exact.src.shape == (1, 3, 3) and exact.node_mask.shape == (1, 4)
-    padded, _ = build_batch(groups, min_groups=4, min_trajectories=8, min_steps=16, min_nodes=32)
+    padded, _ = build_batch(columns_from_groups(groups), min_groups=4, min_trajectories=8, min_steps=16, min_nodes=32)
     assert padded.src.shape == (4, 8, 16) and padded.node_mask.shape == (4, 32)
 
 
 def test_batch_rejects_empty_groups_and_trajectories():
     with pytest.raises(ValueError, match="no groups"):
-        build_batch([])
+        build_batch(columns_from_groups([]))
     with pytest.raises(ValueError, match=r"groups\[0\]: no trajectories"):
-        build_batch([make_group([])])
+        build_batch(columns_from_groups([make_group([])]))
 
 
 def _columns(lengths, group_sizes, steps=None):
@@ -234,7 +234,7 @@ def test_diagnostics_of_example_a_by_hand(recipe, coverage_only, weak):
     # (τ2 > τ3) correctly. Candidates S0, A, B, C: progress > 0 for A, B, C; branch > 0 for B, C; S0
     # has neither, and m(S0) = 1 reaches θ_m only in the WebShop recipe. Rows leaving a state that
     # >= 2 trajectories leave: S0 4, A 2, B 2, C 3 -> 11 of 13.
-    result = compute_credit([EXAMPLES["A"]["group"]], make_credit_config("milegpo", recipe))
+    result = compute_credit(columns_from_groups([EXAMPLES["A"]["group"]]), make_credit_config("milegpo", recipe))
     d = result.diagnostics
     assert (d["same_state_action_pairs"], d["opposite_outcome_tied_pairs"], d["traps"]) == (8, 2, 1)
     assert d["tie_share"] == 0.5 and d["tie_correction_rate"] == 0.5
@@ -249,7 +249,7 @@ def test_diagnostics_of_example_a_by_hand(recipe, coverage_only, weak):
 def test_zero_advantage_fraction_and_empty_ratios():
     # Example C, GRPO: every trajectory succeeds with no invalid step -> every advantage is 0; there is
     # no trap and no opposite-outcome pair, so that ratio is None rather than a made-up 0.
-    d = compute_credit([EXAMPLES["C"]["group"]], make_credit_config("grpo")).diagnostics
+    d = compute_credit(columns_from_groups([EXAMPLES["C"]["group"]]), make_credit_config("grpo")).diagnostics
     assert d["zero_advantage_fraction"] == 1.0
     assert d["opposite_outcome_tied_pairs"] == 0 and d["tie_correction_rate"] is None
 
@@ -273,16 +273,16 @@ def test_mvpo_ema_chains_through_compute_credit():
     """The EMA returned by one call is the next call's input (the trainer's state)."""
     groups = [EXAMPLES["A"]["group"]]  # success share 0.5
     cfg = make_credit_config("mvpo")
-    first = compute_credit(groups, cfg, with_diagnostics=False)
-    second = compute_credit(groups, cfg, with_diagnostics=False, ema_prev=first.ema)
+    first = compute_credit(columns_from_groups(groups), cfg, with_diagnostics=False)
+    second = compute_credit(columns_from_groups(groups), cfg, with_diagnostics=False, ema_prev=first.ema)
     assert first.ema == pytest.approx(0.05) and second.ema == pytest.approx(0.9 * 0.05 + 0.05)
-    assert compute_credit(groups, make_credit_config("gigpo"), with_diagnostics=False, ema_prev=0.3).ema == pytest.approx(0.3)
+    assert compute_credit(columns_from_groups(groups), make_credit_config("gigpo"), with_diagnostics=False, ema_prev=0.3).ema == pytest.approx(0.3)
 
 
 def test_step_advantages_are_the_nested_advantages_in_step_order():
     """The trainer pairs ``step_advantages[i]`` with the i-th step of the columns (trajectory-major)."""
     groups = [EXAMPLES[name]["group"] for name in ("A", "B", "C")]
-    result = compute_credit(groups, make_credit_config("milegpo"), with_diagnostics=False)
+    result = compute_credit(columns_from_groups(groups), make_credit_config("milegpo"), with_diagnostics=False)
     steps = [(g, k, t) for g, group in enumerate(groups) for k, traj in enumerate(group.trajectories) for t in range(len(traj.steps))]
     assert result.step_advantages.dtype == np.float64 and result.step_advantages.shape == (len(steps),)
     assert result.step_advantages.tolist() == [result.advantages[g][k][t] for g, k, t in steps]
@@ -290,31 +290,36 @@ def test_step_advantages_are_the_nested_advantages_in_step_order():
     assert len({round(a, 6) for a in result.step_advantages.tolist()}) > 3  # not a constant that would hide a mix-up
 
 
-def test_a_batch_without_its_structure_serves_the_estimators_that_do_not_read_it():
-    from milegpo_jax.credit.batch import padded_batch
-    from milegpo_jax.credit.estimators import (
-        CLUSTER_ESTIMATORS, GRAPH_ESTIMATORS, estimate_advantages, milegpo_terms, registered_estimators,
-    )
+def test_a_batch_without_a_host_part_serves_the_estimators_that_do_not_read_it():
+    """Each host part is built alone (its pass only, with what it needs), leaves the other fields
+    None, and serves exactly the estimators whose spec does not read a missing part."""
+    from milegpo_jax.credit import registry
+    from milegpo_jax.credit.batch import CreditBatch, padded_batch
+    from milegpo_jax.credit.estimators import estimate_advantages, milegpo_terms, registered_estimators
+    from milegpo_jax.credit.passes import PART_FIELDS
 
-    groups = [EXAMPLES["A"]["group"], EXAMPLES["C"]["group"]]
-    full, _, _ = padded_batch(groups)
-    without_graph, _, _ = padded_batch(groups, with_graph=False)
-    without_clusters, _, _ = padded_batch(groups, with_row_clusters=False)
-    assert without_graph.edge_mask.shape == (2, 0) and not without_graph.first_use.any()
-    assert not without_graph.sink_hops.any() and not without_graph.region.any()
-    np.testing.assert_array_equal(without_graph.node_mask, full.node_mask)
-    assert without_clusters.step_ints.shape[1] == without_clusters.step_flags.shape[1] == 4
-    np.testing.assert_array_equal(without_clusters.step_ints, full.step_ints[:, :4])
-    np.testing.assert_array_equal(without_clusters.step_flags, full.step_flags[:, :4])
-    for name in registered_estimators():
-        cfg = make_credit_config(name)
-        for batch, lacking, needing in (
-            (without_graph, "graph structure", GRAPH_ESTIMATORS), (without_clusters, "row clusters", CLUSTER_ESTIMATORS),
-        ):
-            if name in needing:
-                with pytest.raises(ValueError, match=f"{name}: the batch was built without its {lacking}"):
+    columns = columns_from_groups([EXAMPLES["A"]["group"], EXAMPLES["C"]["group"]])
+    full, _, _ = padded_batch(columns)
+    assert full.parts == set(PART_FIELDS)
+    rows_only, _, _ = padded_batch(columns, parts=())
+    assert rows_only.parts == frozenset()
+    for field in CreditBatch._fields:
+        if field in CreditBatch._field_defaults:  # a host part's field
+            assert getattr(rows_only, field) is None, field
+        else:
+            np.testing.assert_array_equal(getattr(rows_only, field), getattr(full, field))
+    hops, _, _ = padded_batch(columns, parts=("hops",))
+    assert hops.parts == {"hops", "edges"}  # the hops are found along the edges
+    np.testing.assert_array_equal(hops.sink_hops, full.sink_hops)
+    for part in PART_FIELDS:
+        batch, _, _ = padded_batch(columns, parts=set(PART_FIELDS) - {part})
+        assert batch.parts == set(PART_FIELDS) - {part} or part == "edges"  # kept for the hops
+        for name in registered_estimators():
+            cfg = make_credit_config(name)
+            if part in registry.host_parts(name) - batch.parts:
+                with pytest.raises(ValueError, match=f"{name}: the batch was built without its host parts {part}"):
                     estimate_advantages(batch, cfg)
             else:
                 np.testing.assert_array_equal(estimate_advantages(batch, cfg), estimate_advantages(full, cfg))
-    with pytest.raises(ValueError, match="without its graph structure"):
-        milegpo_terms(without_graph, make_credit_config("milegpo"))
+    with pytest.raises(ValueError, match="without its host parts edges, hops"):
+        milegpo_terms(rows_only, make_credit_config("milegpo"))

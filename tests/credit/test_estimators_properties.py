@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 
 from milegpo_jax.credit import registry
 from milegpo_jax.credit.batch import build_batch
+from milegpo_jax.credit.columns import columns_from_groups
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
 from milegpo_jax.credit.graph import max_product_potentials, scan_steps
@@ -73,7 +74,7 @@ def _release_executables_between_examples():
 
 def _jnp_advantages(groups, cfg, **padding):
     _release_executables_between_examples()
-    batch, layout = build_batch(groups, **{**BUCKETS, **padding})
+    batch, layout = build_batch(columns_from_groups(groups), **{**BUCKETS, **padding})
     return layout.unpad(estimate_advantages(batch, cfg)), batch, np.asarray(estimate_advantages(batch, cfg))
 
 
@@ -97,7 +98,7 @@ def test_recipe_defaults_match_reference_in_float32(estimator, recipe):
     @search.examples
     @given(groups=search.batches(), ema_prev=st.sampled_from([0.0, 0.3]))
     def check(groups, ema_prev):
-        batch, layout = build_batch(groups, **BUCKETS)
+        batch, layout = build_batch(columns_from_groups(groups), **BUCKETS)
         advantages, ema_new = advantages_and_ema(batch, cfg, ema_prev)
         expected, expected_ema = reference.advantages_and_ema(groups, cfg, ema_prev)
         _assert_nested_close(layout.unpad(advantages), expected)
@@ -169,7 +170,7 @@ def test_jit_traces_once_per_shape_bucket_and_ema_value(estimator):
     cfg = dataclasses.replace(make_credit_config(estimator), epsilon=2e-6)  # a config no other test compiled
     before = estimate_advantages._cache_size()
     for count, ema_prev in ((1, 0.0), (2, 0.2), (4, 0.7)):
-        batch, _ = build_batch(groups[:count], **BUCKETS)
+        batch, _ = build_batch(columns_from_groups(groups[:count]), **BUCKETS)
         jax.block_until_ready(advantages_and_ema(batch, cfg, ema_prev))
     assert estimate_advantages._cache_size() - before == 1
 
@@ -178,7 +179,7 @@ def test_jit_traces_once_per_shape_bucket_and_ema_value(estimator):
 @given(groups=batches_of_groups(max_groups=1), data=st.data())
 def test_potentials_equal_the_explicit_candidate_distance_formula(groups, data):
     """Φ(s) = max_v w(v)·ω^d(s, v) (Eqs. 7, 8, 19) equals the max-product fixpoint the estimators use."""
-    batch, _ = build_batch(groups, **BUCKETS)
+    batch, _ = build_batch(columns_from_groups(groups), **BUCKETS)
     group = jax.tree.map(lambda x: jnp.asarray(x)[0], batch)
     N = batch.node_mask.shape[-1]
     omega = data.draw(st.sampled_from([0.2, 0.5, 1.0]))
@@ -200,7 +201,7 @@ def test_potentials_equal_the_explicit_candidate_distance_formula(groups, data):
 def test_potentials_mapped_over_groups_are_each_groups_own_bit_for_bit(groups, data):
     """The batched rule (one loop for all groups, docs/credit.md §10) against one call per group, with
     the weights mapped or shared by every group (an unbatched argument)."""
-    batch, _ = build_batch(groups, **BUCKETS)
+    batch, _ = build_batch(columns_from_groups(groups), **BUCKETS)
     G, N = batch.node_mask.shape
     omega = data.draw(st.sampled_from([0.2, 0.5, 1.0]))
     draw = lambda size: np.asarray(data.draw(st.lists(st.floats(0.0, 1.0, width=32), min_size=size, max_size=size)), np.float32)  # noqa: E731
@@ -221,7 +222,7 @@ def test_the_hosts_hops_and_regions_are_the_references(groups):
     """``build_batch``'s node planes (docs/credit.md §10.1) against the plain-Python reference: hops to
     the sink by its reverse BFS, MVPO's regions by its union-find over the loop bodies (the same sets,
     each named by its least node id); padded nodes are unreachable singletons."""
-    batch, layout = build_batch(groups, **BUCKETS)
+    batch, layout = build_batch(columns_from_groups(groups), **BUCKETS)
     for g, group in enumerate(groups):
         graph = build_graph(group)
         names = [SUCCESS_STATE, *layout.node_names[g][1:]]
@@ -249,7 +250,7 @@ def test_the_hosts_row_clusters_are_the_references(groups):
     """``build_batch``'s row clusters (docs/credit.md §10.1) against the keys the plain-Python
     reference uses: ECPO's (state, action) pairs with every invalid step one action, HGPO's order-2
     and order-3 history keys, ProGPO's novelty; rows without a key carry K·T."""
-    batch, _ = build_batch(groups, **BUCKETS)
+    batch, _ = build_batch(columns_from_groups(groups), **BUCKETS)
     K, T = batch.src.shape[1:]
     for g, group in enumerate(groups):
         rows = {"state_action": ([], []), "history2": ([], []), "history3": ([], [])}
@@ -272,7 +273,9 @@ def test_the_hosts_row_clusters_are_the_references(groups):
                         rows[name][1].append(key)
                 if not (traj.succeeded and t == len(traj.steps) - 1):  # there s_{t+1} is the sink: always new
                     assert bool(batch.first_visit[g, k, t]) == bool(wanted_novelty[t]), (g, k, t)
-            assert np.all(batch.step_ints[g, 4:, k, len(traj.steps):] == K * T) and not batch.first_visit[g, k, len(traj.steps):].any()
+            padded = slice(len(traj.steps), None)
+            assert all(np.all(getattr(batch, name)[g, k, padded] == K * T) for name in rows)
+            assert not batch.first_visit[g, k, padded].any()
         for name, (ids, keys) in rows.items():
             assert _same_partition(ids, keys), (name, g)
 
@@ -295,7 +298,7 @@ def test_hgpo_without_history_is_the_gigpo_step_term(groups):
     """H = 0 leaves the k = 1 anchor clusters: mean mode gives GiGPO's A^S times 2/(2 + ε)."""
     hgpo = make_credit_config("hgpo", "webshop", overrides={"hgpo_history": 0, "precision": "float64"})
     gigpo = make_credit_config("gigpo", "webshop", overrides={"precision": "float64"})
-    batch, _ = build_batch(groups, **BUCKETS)
+    batch, _ = build_batch(columns_from_groups(groups), **BUCKETS)
     step_term = np.asarray(estimator_terms(batch, gigpo)["adv_step"]) * 2.0 / (2.0 + gigpo.epsilon)
     np.testing.assert_allclose(np.asarray(estimate_advantages(batch, hgpo)), step_term, atol=1e-9)
 
@@ -303,7 +306,7 @@ def test_hgpo_without_history_is_the_gigpo_step_term(groups):
 @LEAN_SETTINGS
 @given(groups=family_batches(), recipe=st.sampled_from(RECIPES))
 def test_progpo_equals_gigpo_in_groups_with_a_success(groups, recipe):
-    batch, layout = build_batch(groups, **BUCKETS)
+    batch, layout = build_batch(columns_from_groups(groups), **BUCKETS)
     progpo = layout.unpad(estimate_advantages(batch, make_credit_config("progpo", recipe)))
     gigpo = layout.unpad(estimate_advantages(batch, make_credit_config("gigpo", recipe)))
     for group, a, b in zip(groups, progpo, gigpo):
@@ -328,5 +331,5 @@ def test_ecpo_without_shrinkage_or_gate_and_distinct_actions_is_gigpo(groups, re
         "ecpo", recipe, overrides={"ecpo_kappa": 0.0, "ecpo_tau": 1e-9, "ecpo_gate_epsilon": 0.0, "precision": "float64"}
     )
     gigpo = make_credit_config("gigpo", recipe, overrides={"precision": "float64"})
-    batch, _ = build_batch(distinct, **BUCKETS)
+    batch, _ = build_batch(columns_from_groups(distinct), **BUCKETS)
     np.testing.assert_allclose(estimate_advantages(batch, ecpo), estimate_advantages(batch, gigpo), atol=1e-9)

@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from milegpo_jax.credit.batch import build_batch
+from milegpo_jax.credit.columns import columns_from_groups
 from milegpo_jax.credit.estimators import estimator_terms, milegpo_terms
 from tests.credit.spec_vectors import COLUMNS, EXAMPLES, MILEGPO_LINE_CONFIGS, TOLERANCE
 
 NAMES = list(EXAMPLES)
-BATCH, LAYOUT = build_batch([EXAMPLES[name]["group"] for name in NAMES])
+BATCH, LAYOUT = build_batch(columns_from_groups([EXAMPLES[name]["group"] for name in NAMES]))
 
 # Candidate/trap line keys -> MileGPOTerms fields.
 CANDIDATE_FIELDS = {

@@ -8,6 +8,7 @@ import pytest
 
 from milegpo_jax.credit.testing import reference
 from milegpo_jax.credit.batch import build_batch
+from milegpo_jax.credit.columns import columns_from_groups
 from milegpo_jax.credit.config import make_credit_config
 from milegpo_jax.credit.estimators import advantages_and_ema, estimate_advantages, estimator_terms
 from tests.credit.spec_vectors import EXAMPLES
@@ -55,7 +56,7 @@ def test_jnp(column):
     names = [name for name in TABLES if column in TABLES[name]]
     batches = [names] if cfg.estimator != "mvpo" else [[name] for name in names]
     for batch_names in batches:
-        batch, layout = build_batch([FAMILY_GROUPS[name] for name in batch_names], **BUCKETS)
+        batch, layout = build_batch(columns_from_groups([FAMILY_GROUPS[name] for name in batch_names]), **BUCKETS)
         values = layout.unpad(estimate_advantages(batch, cfg, ema_prev))
         for g, name in enumerate(batch_names):
             _assert_rows(_flat(values[g]), TABLES[name][column], (name, column))
@@ -66,7 +67,7 @@ def test_progpo_is_gigpo_with_a_success_and_novelty_gigpo_without(recipe):
     cfg = make_credit_config("progpo", recipe)
     gigpo = "gigpo_total_ms" if recipe == "alfworld" else "gigpo_total_mean"
     names = ["A", "B", "C"]
-    batch, layout = build_batch([FAMILY_GROUPS[name] for name in names], **BUCKETS)
+    batch, layout = build_batch(columns_from_groups([FAMILY_GROUPS[name] for name in names]), **BUCKETS)
     jnp_values = layout.unpad(estimate_advantages(batch, cfg))
     for g, name in enumerate(names):
         expected = PROGPO_B[recipe] if name == "B" else EXAMPLES[name]["columns"][gigpo]
@@ -76,7 +77,7 @@ def test_progpo_is_gigpo_with_a_success_and_novelty_gigpo_without(recipe):
 
 def test_example_d_intermediates():
     """Novelty n (ProGPO), MVPO's regions and potential differences δ."""
-    batch, layout = build_batch([FAMILY_GROUPS["D"]], **BUCKETS)
+    batch, layout = build_batch(columns_from_groups([FAMILY_GROUPS["D"]]), **BUCKETS)
     table = TABLES["D"]
     novelty = _flat(layout.unpad(estimator_terms(batch, make_credit_config("progpo"))["novelty"])[0])
     assert novelty == table["novelty"]
@@ -93,7 +94,7 @@ def test_example_d_intermediates():
 
 @pytest.mark.parametrize("name", list(MVPO_KAPPA))
 def test_mvpo_kappa_and_ema(name):
-    batch, _ = build_batch([FAMILY_GROUPS[name]], **BUCKETS)
+    batch, _ = build_batch(columns_from_groups([FAMILY_GROUPS[name]]), **BUCKETS)
     cfg = make_credit_config("mvpo")
     terms = estimator_terms(batch, cfg)
     assert float(terms["kappa"]) == pytest.approx(MVPO_KAPPA[name], abs=1e-6)

@@ -11,7 +11,8 @@ import pytest
 from envs_bridge.alfworld.milestones import WalkthroughMilestones
 from envs_bridge.webshop.adapter import WebShopAdapter
 from envs_bridge.webshop.milestones import COMPLETE
-from milegpo_jax.credit.rollouts import RolloutFormatError, check_estimator_inputs, make_group
+from milegpo_jax.credit.columns import check_columns_for, columns_from_groups
+from milegpo_jax.credit.rollouts import RolloutFormatError, make_group
 from milegpo_jax.rollout.collector import EpisodeSummary, PolicyResponse, RolloutBatch, StepRow
 
 
@@ -67,14 +68,15 @@ def test_webshop_off_goal_play_completes_no_phase():
 def test_collector_puts_the_env_flag_into_the_record_and_beacon_needs_it():
     generation = PolicyResponse((1,), (2,), (0.0,), "")
     rows = tuple(StepRow(0, 0, t, generation, f"s{t}", "a", f"s{t + 1}", 0.0, True, flag) for t, flag in enumerate([True, False]))
-    batch = RolloutBatch(rows, (EpisodeSummary(0, 0, False, 2, False, 0.0),))
-    groups, _ = batch.credit_groups()
-    assert [step.milestone for step in groups[0].trajectories[0].steps] == [True, False]
-    check_estimator_inputs(groups, "beacon")
-    unflagged = [make_group([[("s0", "a", "s1", 0.0, True)]])]
-    check_estimator_inputs(unflagged, "gigpo")
+    batch = RolloutBatch.from_rows(rows, (EpisodeSummary(0, 0, False, 2, False, 0.0),))
+    assert [row.milestone for row in batch.rows] == [True, False]
+    columns = batch.credit_columns()
+    assert columns.milestone.tolist() == [1, 0]
+    check_columns_for(columns, "beacon")
+    unflagged = columns_from_groups([make_group([[("s0", "a", "s1", 0.0, True)]])])
+    check_columns_for(unflagged, "gigpo")
     with pytest.raises(RolloutFormatError, match=r"steps\[0\]: estimator beacon needs the per-step field 'milestone'"):
-        check_estimator_inputs(unflagged, "beacon")
+        check_columns_for(unflagged, "beacon")
 
 
 @pytest.mark.timeout(300)

@@ -30,10 +30,12 @@ def test_spec_resolves_and_configures(spec):
 
 
 def test_structure_follows_what_the_program_reads():
-    assert registry.reading("graph") == ("graphgpo", "milegpo", "mvpo")
+    assert registry.reading("edges") == ("milegpo",)
+    assert registry.reading("hops") == ("graphgpo", "milegpo")
+    assert registry.reading("regions") == ("mvpo",)
     assert registry.reading("clusters") == ("hgpo", "ecpo", "progpo")
     assert registry.reading("milestones") == ("beacon",)
-    assert registry.batch_structure("mvpo") == {"with_graph": True, "with_row_clusters": False}
+    assert registry.host_parts("mvpo") == {"regions"} and registry.host_parts("grpo") == frozenset()
     assert [spec.name for spec in registry.SPECS if spec.level == "batch"] == ["mvpo"]
     assert registry.variants(registry.spec_of("milegpo")) == ("md", "rcs", "full")
     assert registry.variants(registry.spec_of("grpo")) == (None,)

@@ -12,6 +12,8 @@ import pytest
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
 from milegpo_jax.credit.batch import build_batch
+from milegpo_jax.credit.columns import columns_from_groups
+from milegpo_jax.credit.rollouts import Group, Step, Trajectory
 from milegpo_jax.rollout.collector import (
     EpisodeSummary,
     PolicyResponse,
@@ -68,20 +70,20 @@ def test_every_env_plays_to_its_end_in_lockstep(played):
     assert batch.success_by_task_type() == {}
 
 
-def test_credit_groups_align_rows_with_trajectories(played):
+def test_training_steps_build_the_batch_of_the_rows_with_their_responses(played):
     _, _, batch = played
-    groups, aligned = batch.credit_groups()
-    for group, rows in zip(groups, aligned, strict=True):
-        for trajectory, traj_rows in zip(group.trajectories, rows, strict=True):
-            assert [s.state for s in trajectory.steps] == [r.state for r in traj_rows]
-
-
-def test_credit_columns_build_the_batch_of_the_credit_groups(played):
-    _, _, batch = played
-    groups, aligned = batch.credit_groups()
-    columns, order = batch.credit_columns()
-    assert batch.rows_in(order) == [row for episodes in aligned for steps in episodes for row in steps]
-    from_groups, layout = build_batch(groups)
+    ordered = sorted(batch.rows, key=lambda r: (r.group, r.trajectory, r.t))  # what credit and the update read
+    groups = [
+        Group(tuple(
+            Trajectory(tuple(Step(r.state, r.action, r.next_state, r.reward, r.valid, r.milestone)
+                             for r in ordered if (r.group, r.trajectory) == (g, k)))
+            for k in sorted({r.trajectory for r in ordered if r.group == g})
+        ))
+        for g in sorted({r.group for r in ordered})
+    ]
+    columns, responses = batch.training_steps()
+    assert responses == [r.response for r in ordered]
+    from_groups, layout = build_batch(columns_from_groups(groups))
     from_columns, layout_too = build_batch(columns)
     assert layout_too == layout
     for field, array in from_groups._asdict().items():
@@ -93,7 +95,7 @@ def _batch(groups: int, won: Sequence[bool], task_types: Sequence[str | None] | 
     types = task_types or [None] * groups
     rows = tuple(StepRow(g, 0, 0, generation, f"s{g}", "a", f"n{g}", 10.0 * won[g], True) for g in range(groups))
     episodes = tuple(EpisodeSummary(g, 0, won[g], 1, False, float(won[g]), types[g]) for g in range(groups))
-    return RolloutBatch(rows, episodes)
+    return RolloutBatch.from_rows(rows, episodes)
 
 
 def test_host_batches_go_back_to_their_place_in_the_plan():

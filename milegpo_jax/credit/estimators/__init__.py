@@ -7,21 +7,17 @@ their ``EstimatorSpec`` in ``credit/registry.py`` says. This package exports the
 
 from milegpo_jax.credit.estimators.milegpo import MileGPOTerms
 from milegpo_jax.credit.estimators.run import (
-    CLUSTER_ESTIMATORS,
-    GRAPH_ESTIMATORS,
     advantages_and_ema,
     estimate_advantages,
     estimator_terms,
     milegpo_terms,
 )
-from milegpo_jax.credit.registry import NAMES, batch_structure
+from milegpo_jax.credit.registry import NAMES, host_parts
 
 __all__ = [
-    "CLUSTER_ESTIMATORS",
-    "GRAPH_ESTIMATORS",
     "MileGPOTerms",
     "advantages_and_ema",
-    "batch_structure",
+    "host_parts",
     "estimate_advantages",
     "estimator_terms",
     "milegpo_terms",

@@ -1,6 +1,6 @@
 """Runs the registered estimators: ``advantages = f(batch, cfg)`` as jitted jnp programs.
 
-Each estimator maps a padded ``CreditBatch`` ([G, K, T] step arrays, [G, N] node masks) and a frozen
+Each estimator maps a padded ``CreditBatch`` ([G, K, T] step arrays, [G, N] node arrays) and a frozen
 ``CreditConfig`` to advantages [G, K, T] (float32, or float64 with ``precision``), exactly 0 on
 padded steps. Which program runs, at which level, and which host structure it needs come from its
 ``EstimatorSpec`` (``credit/registry.py``, docs/credit.md §13): a group-level program is written for
@@ -20,16 +20,11 @@ from milegpo_jax.credit.batch import CreditBatch
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.estimators.milegpo import MileGPOTerms, milegpo_group_terms
 from milegpo_jax.credit.graph import float_dtype
+from milegpo_jax.credit.planes import PackedBatch, pack, unpack
 
 # Every program, imported once here (a program imported at trace time would be imported from
 # whichever checkout sys.path names then; experiments/bench/credit_versions.py holds two).
 PROGRAMS = {spec.name: registry.load(spec.program) for spec in registry.SPECS}
-# Estimators whose programs read the host's graph structure: distinct edges, hops to the sink, regions
-# (a batch built ``with_graph=False`` has E = 0 and none of it), and those that read its row clusters
-# (HGPO's histories, ECPO's (state, action) pairs, ProGPO's first visits; a batch built
-# ``with_row_clusters=False`` has 4 step planes). docs/credit.md §10.1.
-GRAPH_ESTIMATORS = frozenset(registry.reading("graph"))
-CLUSTER_ESTIMATORS = frozenset(registry.reading("clusters"))
 
 
 def _as_arrays(batch: CreditBatch) -> CreditBatch:
@@ -44,42 +39,38 @@ def _batch_terms(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> 
     return {**jax.vmap(lambda group: program(group, cfg))(_as_arrays(batch)), "ema_new": ema_prev}
 
 
+# The jitted programs take the batch packed into planes (``planes.py``) and unpack it first.
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_estimator_terms(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
-    return _batch_terms(batch, cfg, ema_prev)
+def _jit_estimator_terms(packed: PackedBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
+    return _batch_terms(unpack(packed), cfg, ema_prev)
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_advantages(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> tuple[jax.Array, jax.Array]:
+def _jit_advantages(packed: PackedBatch, cfg: CreditConfig, ema_prev: jax.Array) -> tuple[jax.Array, jax.Array]:
+    batch = unpack(packed)
     terms = _batch_terms(batch, cfg, ema_prev)  # XLA prunes the unused intermediates
     return jnp.where(batch.step_mask, terms["advantage"], 0.0), terms["ema_new"]
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_milegpo_terms(batch: CreditBatch, cfg: CreditConfig) -> MileGPOTerms:
-    return jax.vmap(lambda group: milegpo_group_terms(group, cfg))(_as_arrays(batch))
+def _jit_milegpo_terms(packed: PackedBatch, cfg: CreditConfig) -> MileGPOTerms:
+    return jax.vmap(lambda group: milegpo_group_terms(group, cfg))(_as_arrays(unpack(packed)))
 
 
-def _missing_structure(batch: CreditBatch, estimator: str) -> str | None:
-    if estimator in GRAPH_ESTIMATORS and not batch.has_graph:
-        return "graph structure (padded_batch with_graph=False)"
-    if estimator in CLUSTER_ESTIMATORS and not batch.has_row_clusters:
-        return "row clusters (padded_batch with_row_clusters=False)"
-    return None
-
-
-def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, missing=_missing_structure):
-    """Runs ``jitted(batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode, scoped to
-    the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working float type,
-    so that a new value never retraces. A batch without structure the program reads is refused."""
+def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, program_of=lambda cfg: cfg.estimator):
+    """Runs ``jitted(packed batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode,
+    scoped to the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working
+    float type, so that a new value never retraces. A batch without a host part the program of
+    ``program_of(cfg)`` reads (its spec's ``reads``) is refused."""
 
     @functools.wraps(jitted)
-    def run(batch: CreditBatch, cfg: CreditConfig, ema_prev: float = 0.0):
-        lacking = missing(batch, cfg.estimator)
+    def run(batch: CreditBatch | PackedBatch, cfg: CreditConfig, ema_prev: float = 0.0):
+        packed = batch if isinstance(batch, PackedBatch) else pack(batch)
+        lacking = registry.host_parts(program_of(cfg)) - packed.parts
         if lacking:
-            raise ValueError(f"{cfg.estimator}: the batch was built without its {lacking}")
+            raise ValueError(f"{cfg.estimator}: the batch was built without its host parts {', '.join(sorted(lacking))}")
         dtype = np.float64 if cfg.precision == "float64" else np.float32
-        args = (batch, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (batch, cfg)
+        args = (packed, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (packed, cfg)
         if cfg.precision == "float64":
             with jax.enable_x64(True):
                 return outputs(jitted(*args))
@@ -97,7 +88,5 @@ estimate_advantages.__doc__ = """[G, K, T] advantages of ``cfg.estimator`` (cfg.
 advantages_and_ema = _in_precision(_jit_advantages)
 advantages_and_ema.__doc__ = """([G, K, T] advantages, MVPO's updated success EMA) from ``ema_prev``; the same
 compiled function as ``estimate_advantages`` (the EMA passes through unchanged for other estimators)."""
-milegpo_terms = _in_precision(
-    _jit_milegpo_terms, carries_ema=False, missing=lambda batch, _: _missing_structure(batch, "milegpo")
-)
+milegpo_terms = _in_precision(_jit_milegpo_terms, carries_ema=False, program_of=lambda cfg: "milegpo")
 milegpo_terms.__doc__ = """Every MileGPO intermediate, [G, ...] (diagnostics, tests, replay tables)."""
