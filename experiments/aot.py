@@ -355,21 +355,23 @@ def with_shardings(abstract, shardings):
 
 def train_step_program(config, graphdef, runtime):
     """The trainer's PPO step for ``config`` (``build_train_step``) and the largest mini-batch it can
-    meet: ``(step, (micro-batches, sequences per micro-batch, positions))``."""
-    from milegpo_jax.train.packing import capacity_for_length
+    meet: ``(step, (micro-batches, sequences per micro-batch, positions, LM-head positions))``."""
+    from milegpo_jax.train.packing import capacity_for_length, head_width
     from milegpo_jax.train.step import build_train_step
 
     ppo = config.ppo
     # packed sequences hold the longest possible row: prompt + response - 1 positions, rounded as
-    # ppo.sequence_capacity does; at worst every row needs its own sequence
+    # ppo.sequence_capacity does; at worst every row needs its own sequence. The LM head reads at most
+    # head_width positions of each (ppo.ppo_epoch packs within it).
     length = capacity_for_length(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1)
-    shape = (ppo.minibatch_rows // ppo.microbatch_rows, ppo.microbatch_rows, length)
+    head = head_width(length, config.sampling.max_new_tokens)
+    shape = (ppo.minibatch_rows // ppo.microbatch_rows, ppo.microbatch_rows, length, head)
     return build_train_step(config, graphdef, runtime), shape
 
 
 def jitted_with_arguments(step, params, param_shardings, sharding, shape):
     """(the jitted ``step``, its abstract arguments) for batches of ``shape`` (micro-batches, sequences,
-    positions), parameters and optimizer state placed and donated as the trainer does."""
+    positions, LM-head positions), parameters and optimizer state placed and donated as the trainer does."""
     from milegpo_jax.train.step import batch_shapes, jit_train_step, train_step_shardings
 
     _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
@@ -412,15 +414,17 @@ def train_cost(compiled, model_cfg, form: str, shape, chips: int, generation: st
     from experiments.bench.device import matmul_params, train_flops
     from milegpo_jax.models import num_params
 
-    micro, rows, length = shape
+    micro, rows, length, head = shape
     sequences = micro * rows
     analysis = compiled.cost_analysis()
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
     xla_flops, xla_bytes = float(analysis.get("flops", 0.0)), float(analysis.get("bytes accessed", 0.0))
     params = num_params(model_cfg)
-    weights = (6 + (2 if model_cfg.remat != "none" else 0)) * matmul_params(model_cfg, params) * sequences * length
+    head_params = model_cfg.vocab_size * model_cfg.hidden_size  # the LM head runs at `head` positions only
+    body = (6 + (2 if model_cfg.remat != "none" else 0)) * (matmul_params(model_cfg, params) - head_params)
+    weights = body * sequences * length + 6 * head_params * sequences * head
     flops = (weights + attention_flops(model_cfg, form, sequences, length)) / chips
-    model_flops = sum(train_flops(model_cfg, params, sequences, length)) / chips
+    model_flops = sum(train_flops(model_cfg, params, sequences, length, head)) / chips
     peak_flops, bandwidth = PEAK[generation]
     roofline_s = max(flops / peak_flops, xla_bytes / bandwidth)
     return {"flops": flops, "model_flops": model_flops, "xla_flops": xla_flops, "xla_bytes": xla_bytes,
@@ -434,10 +438,10 @@ def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = 
 
     sharding = logical_sharding(mesh, "train")
     graphdef, params, param_shardings = abstract_params(model_cfg, sharding)
-    step, (micro, rows, length) = train_step_program(config, graphdef, runtime)
-    jitted, (params, opt_state, batch) = jitted_with_arguments(step, params, param_shardings, sharding,
-                                                               (micro, rows, length))
-    report = Report("train", f"{micro} micro-batches x {rows} sequences x {length} tokens")
+    step, shape = train_step_program(config, graphdef, runtime)
+    micro, rows, length, head = shape
+    jitted, (params, opt_state, batch) = jitted_with_arguments(step, params, param_shardings, sharding, shape)
+    report = Report("train", f"{micro} micro-batches x {rows} sequences x {length} tokens ({head} in the LM head)")
     report.attention = choose_attention(model_cfg.attention_impl, "tpu", length, model_cfg.attention_block)
     # A lower bound without compiling: parameters, optimizer state and the summed gradients (parameter-sized)
     # are all alive at the update.
@@ -451,7 +455,7 @@ def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = 
     if compiled is None:
         report.arguments = per_chip_bytes((params, opt_state, batch))
     elif cost:
-        report.cost = train_cost(compiled, model_cfg, report.attention, (micro, rows, length), mesh.size, generation)
+        report.cost = train_cost(compiled, model_cfg, report.attention, shape, mesh.size, generation)
     return report
 
 

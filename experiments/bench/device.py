@@ -124,10 +124,13 @@ def matmul_params(config, params: int) -> int:
     return params if config.tie_word_embeddings else params - config.vocab_size * config.hidden_size
 
 
-def train_flops(config, params: int, rows: int, seq: int) -> tuple[float, float]:
-    """(6N term, causal attention term) of one training step over ``rows x seq`` tokens."""
+def train_flops(config, params: int, rows: int, seq: int, head: int | None = None) -> tuple[float, float]:
+    """(6N term, causal attention term) of one training step over ``rows x seq`` tokens, the LM head
+    at ``head`` of each row's positions (default: all; the trainer's loss reads the response ones)."""
     tokens = rows * seq
-    dense = 6.0 * matmul_params(config, params) * tokens
+    head_params = config.vocab_size * config.hidden_size
+    head = seq if head is None else head
+    dense = 6.0 * (matmul_params(config, params) - head_params) * tokens + 6.0 * head_params * rows * head
     attention = 6.0 * config.num_layers * config.num_heads * config.head_dim * seq * tokens
     return dense, attention
 
@@ -167,8 +170,8 @@ def _parse(argv):
         args.logits_chunk = 16
     if args.train_rows % args.train_microbatch:
         parser.error("--train-rows must be a multiple of --train-microbatch")
-    if args.train_seq % args.logits_chunk:
-        parser.error("--train-seq must be a multiple of --logits-chunk")
+    if (args.train_seq // 2) % args.logits_chunk:
+        parser.error("--train-seq / 2 (the response half the LM head reads) must be a multiple of --logits-chunk")
     for name in ("peak_tflops", "bandwidth_gbs"):
         value = getattr(args, name)
         if value is not None and not (math.isfinite(value) and value > 0):
@@ -257,19 +260,20 @@ def _bench_train(args, attention: str) -> dict:
     if micro * per_micro != rows:
         raise SystemExit(f"error: --train-rows {rows} must be a multiple of --train-microbatch {args.train_microbatch}")
     ids = rng.integers(0, config.vocab_size, (rows, seq + 1), dtype=np.int32)
-    response = np.zeros((rows, seq), np.float32)
-    response[:, seq // 2 :] = 1.0  # a prompt half and a response half; every position is a real token
-    uniform = np.full((rows, seq), -math.log(config.vocab_size), np.float32)
+    # a prompt half and a response half, every position a real token; the loss reads the response half
+    head = seq // 2
+    uniform = np.full((rows, head), -math.log(config.vocab_size), np.float32)
     host = {
         "inputs": ids[:, :-1],
-        "targets": ids[:, 1:],
         "attention_mask": np.ones((rows, seq), np.int32),  # full rows: one segment each
-        "response_mask": response,
+        "head_index": np.tile(np.arange(seq - head, seq, dtype=np.int32), (rows, 1)),
+        "targets": ids[:, seq - head + 1 :],
+        "response_mask": np.ones((rows, head), np.float32),
         "old_logprobs": uniform,
         "ref_logprobs": uniform,
-        "advantages": np.repeat(rng.standard_normal((rows, 1)).astype(np.float32), seq, axis=1),
+        "advantages": np.repeat(rng.standard_normal((rows, 1)).astype(np.float32), head, axis=1),
     }
-    batch = {k: jax.device_put(v.reshape(micro, per_micro, seq)) for k, v in host.items()}
+    batch = {k: jax.device_put(v.reshape(micro, per_micro, -1)) for k, v in host.items()}
     state = {"params": params, "opt_state": opt_state}
 
     def one_step():
@@ -322,7 +326,7 @@ def main(argv: list[str] | None = None) -> dict:
             raise SystemExit(f"error: --attention: {error}") from None
     by_attention = {attention: _bench_train(args, attention) for attention in args.attention}
     train = by_attention[args.attention[0]]
-    dense_flops, attention_flops = train_flops(config, params, args.train_rows, args.train_seq)
+    dense_flops, attention_flops = train_flops(config, params, args.train_rows, args.train_seq, args.train_seq // 2)
     step_s = train["train_step_s"]
     tokens = args.train_rows * args.train_seq
     achieved_tflops = (dense_flops + attention_flops) / step_s / 1e12

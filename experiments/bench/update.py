@@ -58,6 +58,7 @@ def padded_rows(generations, advantages, pad_id: int, min_length: int = 16) -> d
         "inputs": np.full((rows, length), pad_id, np.int32),
         "targets": np.full((rows, length), pad_id, np.int32),
         "attention_mask": np.zeros((rows, length), np.int32),
+        "head_index": np.tile(np.arange(length, dtype=np.int32), (rows, 1)),  # the LM head at every position
         "response_mask": np.zeros((rows, length), np.float32),
         "old_logprobs": np.zeros((rows, length), np.float32),
         "advantages": np.asarray(advantages, np.float32),

@@ -28,13 +28,15 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from milegpo_jax.models.model_config import ATTENTION_IMPLS
+
 # A large finite value (not -inf) keeps fully-masked rows (padding queries) finite.
 MASKED = jnp.finfo(jnp.float32).min
 
 
-# model.attention_impl: "auto" resolves by platform; "xla" is the dense masked form; "blocks" the
-# block-causal one (model.attention_block); "splash" and "gpu_flash" the fused kernels of TPU and GPU.
-ATTENTION_IMPLS = ("auto", "xla", "blocks", "splash", "gpu_flash")
+# model.attention_impl (ATTENTION_IMPLS, named in the jax-free model_config): "auto" resolves by platform;
+# "xla" is the dense masked form; "blocks" the block-causal one (model.attention_block); "splash" and
+# "gpu_flash" the fused kernels of TPU and GPU.
 KERNEL_PLATFORMS = {"splash": "tpu", "gpu_flash": "gpu"}
 KERNEL_BLOCK = 128  # the kernels tile the sequence in blocks of this many positions
 

@@ -12,6 +12,13 @@ The sequences of one mini-batch form ``[micro_batches, sequences_per_micro, capa
 number of batch shards, so every device gets whole sequences), the count of quanta rounded up to three
 significant bits (8, 9, ..., 15, 16, 18, ..., 30, 32, 36, ...): at most 12.5 % all-padding
 sequences, and few shapes, each compiled once.
+
+The losses read only the positions a row's loss weight covers (its response tokens), so ``pack``
+can also lay those out apart (``head=``): ``head_index`` ``[sequences, width]`` lists each sequence's
+weighted positions and every per-position array except ``inputs`` and ``attention_mask`` is taken at
+them. The LM head then projects ``width`` positions per sequence instead of ``capacity``, and packing
+keeps each sequence's weighted positions within ``width`` (``head_width``: a quarter of the capacity
+or the longest row's, whichever is larger).
 """
 
 from __future__ import annotations
@@ -25,6 +32,10 @@ from milegpo_jax.shapes import bucket_size
 
 MIN_SEQUENCE = 16  # short packed sequences are a power of two of at least this many positions
 CAPACITY_STEP = 128  # longer ones a multiple of this: a power of two would waste up to half of each
+# An agent's step row is mostly prompt (the observation history): its response is well under a quarter
+# of its positions, so a quarter bounds the LM head's work without splitting many sequences.
+HEAD_SHARE = 4
+FULL_LENGTH_KEYS = ("inputs", "attention_mask")  # what the model reads at every position
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,27 +65,47 @@ class Rows:
         """Positions per row (``len(ids) - 1``)."""
         return np.asarray([len(ids) - 1 for ids in self.tokens], np.int64)
 
+    def weighted_positions(self, weight_key: str) -> np.ndarray:
+        """Positions per row whose ``weight_key`` field is positive (those the loss reads)."""
+        return np.asarray([int(np.count_nonzero(w > 0)) for w in self.fields[weight_key]], np.int64)
 
-def first_fit_decreasing(lengths: Sequence[int], capacity: int) -> list[list[int]]:
-    """Row indices per sequence: longest rows first, each into the first sequence with room.
 
-    Deterministic (ties keep the given order); every row must fit ``capacity``."""
+@dataclasses.dataclass(frozen=True)
+class Head:
+    """Lay out the positions of ``weight_key`` apart, ``width`` per sequence (see the module doc)."""
+
+    weight_key: str
+    width: int
+
+
+def first_fit_decreasing(
+    lengths: Sequence[int], capacity: int, heads: Sequence[int] | None = None, head_width: int | None = None,
+) -> list[list[int]]:
+    """Row indices per sequence: longest rows first, each into the first sequence with room for its
+    positions (and, given ``heads``, for its ``heads[i]`` weighted positions within ``head_width``).
+
+    Deterministic (ties keep the given order); every row must fit ``capacity`` (and ``head_width``)."""
     lengths = np.asarray(lengths, np.int64)
+    heads = np.zeros_like(lengths) if heads is None else np.asarray(heads, np.int64)
+    head_width = capacity if head_width is None else head_width
     if lengths.size and lengths.max() > capacity:
         raise ValueError(f"a row of {int(lengths.max())} positions does not fit sequences of {capacity}")
+    if heads.size and heads.max() > head_width:
+        raise ValueError(f"a row of {int(heads.max())} weighted positions does not fit a head of {head_width}")
     order = np.argsort(-lengths, kind="stable")
     bins: list[list[int]] = []
-    room: list[int] = []
+    room: list[list[int]] = []  # per sequence: [free positions, free weighted positions]
     for index in order:
-        n = int(lengths[index])
-        for b, free in enumerate(room):
-            if n <= free:
+        n, h = int(lengths[index]), int(heads[index])
+        for b, (free, free_head) in enumerate(room):
+            if n <= free and h <= free_head:
                 bins[b].append(int(index))
-                room[b] -= n
+                room[b][0] -= n
+                room[b][1] -= h
                 break
         else:
             bins.append([int(index)])
-            room.append(capacity - n)
+            room.append([capacity - n, head_width - h])
     return bins
 
 
@@ -85,6 +116,12 @@ def capacity_for_length(longest: int) -> int:
     if longest <= CAPACITY_STEP:
         return bucket_size(longest, MIN_SEQUENCE)
     return -(-longest // CAPACITY_STEP) * CAPACITY_STEP
+
+
+def head_width(capacity: int, longest_head: int) -> int:
+    """Weighted positions per packed sequence of ``capacity`` positions: ``capacity / HEAD_SHARE``, or
+    the longest row's ``longest_head`` if larger (rounded as ``capacity_for_length``), at most ``capacity``."""
+    return min(capacity, capacity_for_length(max(capacity // HEAD_SHARE, longest_head, 1)))
 
 
 def _three_significant_bits(n: int) -> int:
@@ -123,12 +160,22 @@ class Packed:
         return 1.0 - self.real_tokens / total if total else 0.0
 
 
-def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id: int) -> Packed:
+def _bins(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None) -> list[list[int]]:
+    pick = list(pick)
+    lengths = rows.lengths[pick] if pick else np.zeros(0, np.int64)
+    if head is None:
+        return first_fit_decreasing(lengths, capacity)
+    heads = rows.weighted_positions(head.weight_key)[pick] if pick else lengths
+    return first_fit_decreasing(lengths, capacity, heads, head.width)
+
+
+def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id: int, head: Head | None = None) -> Packed:
     """Rows ``pick`` of ``rows`` packed into ``sequences`` sequences of ``capacity`` positions
-    (first-fit decreasing; sequences beyond those needed are all padding)."""
+    (first-fit decreasing; sequences beyond those needed are all padding); with ``head``, the weighted
+    positions laid out apart (module doc)."""
     pick = [int(i) for i in pick]
     lengths = rows.lengths[pick] if pick else np.zeros(0, np.int64)
-    bins = first_fit_decreasing(lengths, capacity)
+    bins = _bins(rows, pick, capacity, head)
     if len(bins) > sequences:
         raise ValueError(f"{len(pick)} rows need {len(bins)} sequences of {capacity}, only {sequences} given")
     arrays = {
@@ -152,11 +199,32 @@ def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id:
                 arrays[name][seq, start : start + n] = values[row]
             placement[local] = (seq, start)
             start += n
+    if head is not None:
+        arrays = _at_weighted_positions(arrays, head, pad_id)
     return Packed(arrays, tuple(placement), int(lengths.sum()))
 
 
-def sequences_needed(rows: Rows, pick: Sequence[int], capacity: int) -> int:
-    return len(first_fit_decreasing(rows.lengths[list(pick)], capacity))
+def _at_weighted_positions(arrays: dict[str, np.ndarray], head: Head, pad_id: int) -> dict[str, np.ndarray]:
+    """``arrays`` with ``head_index`` added and every array but ``FULL_LENGTH_KEYS`` taken at it; the
+    slots past a sequence's weighted positions point at position 0 with weight 0 (and pad targets)."""
+    weights = arrays[head.weight_key]
+    index = np.zeros((len(weights), head.width), np.int32)
+    valid = np.zeros((len(weights), head.width), bool)
+    for seq, row_weights in enumerate(weights):
+        positions = np.flatnonzero(row_weights > 0)
+        index[seq, : len(positions)] = positions
+        valid[seq, : len(positions)] = True
+    out = {key: arrays[key] for key in FULL_LENGTH_KEYS}
+    for key, values in arrays.items():
+        if key not in FULL_LENGTH_KEYS:
+            fill = pad_id if key == "targets" else 0
+            out[key] = np.where(valid, np.take_along_axis(values, index, axis=1), fill).astype(values.dtype)
+    out["head_index"] = index
+    return out
+
+
+def sequences_needed(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None = None) -> int:
+    return len(_bins(rows, pick, capacity, head))
 
 
 def unpack(values: np.ndarray, packed: Packed, lengths: Sequence[int]) -> list[np.ndarray]:
@@ -169,5 +237,6 @@ def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, 
     return {k: v.reshape(micro, v.shape[0] // micro, *v.shape[1:]) for k, v in arrays.items()}
 
 
-__all__ = ["CAPACITY_STEP", "MIN_SEQUENCE", "Packed", "Rows", "as_micro_batches", "capacity_for_length",
-           "first_fit_decreasing", "micro_batch_shape", "pack", "sequences_needed", "unpack"]
+__all__ = ["CAPACITY_STEP", "FULL_LENGTH_KEYS", "HEAD_SHARE", "MIN_SEQUENCE", "Head", "Packed", "Rows",
+           "as_micro_batches", "capacity_for_length", "first_fit_decreasing", "head_width", "micro_batch_shape", "pack",
+           "sequences_needed", "unpack"]

@@ -20,10 +20,13 @@ from milegpo_jax.models.logprobs import token_logprobs
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import PolicyResponse
+from milegpo_jax.train.step import PPOLoss
 from milegpo_jax.train.packing import (
+    Head,
     Rows,
     as_micro_batches,
     capacity_for_length,
+    head_width,
     micro_batch_shape,
     pack,
     sequences_needed,
@@ -98,21 +101,28 @@ class UpdateStats:
 def ppo_epoch(
     step, params, opt_state, rows: Rows, *, minibatch_rows: int, microbatch_rows: int, capacity: int,
     rng: np.random.Generator, pad_id: int, place: Place, stats: UpdateStats | None = None, quantum: int = 1,
+    head: Head | None = None,
 ):
     """One epoch over ``rows`` in shuffled mini-batches of ``minibatch_rows`` rows; one optimizer step
     (``step``, a jitted ``TrainStep``) per mini-batch. Each mini-batch is packed into sequences of
     ``capacity`` positions, at most ``microbatch_rows`` sequences per micro-batch (a multiple of
     ``quantum``, the number of batch shards).
 
+    The LM head runs at the response positions only, ``head_width`` of them per sequence
+    (``milegpo_jax.train.packing``); ``head`` overrides that width (the LM-head benchmark's baseline
+    sets it to ``capacity``: every position).
+
     Returns ``(params, opt_state, history)``: the inputs are donated; ``history`` has one dict of
     float metrics per mini-batch.
     """
+    if head is None:
+        head = Head(PPOLoss.weight_key, head_width(capacity, int(rows.weighted_positions(PPOLoss.weight_key).max())))
     order = rng.permutation(len(rows))
     history = []
     for start in range(0, len(rows), minibatch_rows):
         pick = order[start : start + minibatch_rows]
-        micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), microbatch_rows, quantum)
-        packed = pack(rows, pick, capacity, micro * per_micro, pad_id)
+        micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head), microbatch_rows, quantum)
+        packed = pack(rows, pick, capacity, micro * per_micro, pad_id, head)
         if stats is not None:
             stats.real_tokens += packed.real_tokens
             stats.total_tokens += packed.arrays["inputs"].size

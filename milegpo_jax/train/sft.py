@@ -21,9 +21,11 @@ from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.train.optim import make_optimizer
 from milegpo_jax.train.packing import (
+    Head,
     Rows,
     as_micro_batches,
     capacity_for_length,
+    head_width,
     micro_batch_shape,
     pack,
     sequences_needed,
@@ -56,9 +58,15 @@ def sft_optimizer_section(learning_rate: float) -> OptimSection:
     return OptimSection(learning_rate=learning_rate, weight_decay=SFT_WEIGHT_DECAY, grad_clip_norm=1.0)
 
 
+def sft_head(rows: Rows, capacity: int) -> Head:
+    """The LM head's positions: the loss-masked ones, ``head_width`` per sequence."""
+    return Head(SFTLoss.weight_key, head_width(capacity, int(rows.weighted_positions(SFTLoss.weight_key).max())))
+
+
 def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int, capacity: int) -> dict[str, np.ndarray]:
-    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity), max_sequences)
-    return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id).arrays, micro)
+    head = sft_head(rows, capacity)
+    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head), max_sequences)
+    return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id, head).arrays, micro)
 
 
 def train_sft(

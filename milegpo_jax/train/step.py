@@ -10,6 +10,9 @@ mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft`
   after another inside a ``lax.scan`` and their gradients are summed;
 * the loss is a parameter (``PPOLoss`` or ``SFTLoss``); each micro-batch's loss is divided by the
   mini-batch's count of ``loss.weight_key`` tokens, so the sum is the mini-batch token mean;
+* the LM head runs only at the positions the loss weighs: ``head_index`` ``[micro_batches, rows, K]``
+  lists them and every key but ``inputs`` and ``attention_mask`` is given at them
+  (``milegpo_jax.train.packing``, ``pack(..., head=Head(loss.weight_key, K))``);
 * one optimizer update (always ``make_optimizer``'s clipping + AdamW) follows; ``params`` and
   ``opt_state`` are donated, so they are updated in place.
 
@@ -28,16 +31,19 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
-from milegpo_jax.models.logprobs import logprobs_from_hidden, token_logprobs
+from milegpo_jax.models.logprobs import logprobs_from_hidden
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 from milegpo_jax.train.loss import PPOLossConfig, ppo_loss
 from milegpo_jax.train.optim import make_optimizer
+from milegpo_jax.train.packing import FULL_LENGTH_KEYS
 
-# dtypes of the batch keys the losses read; every array is [micro_batches, rows, T]
+# dtypes of the batch keys the losses read: inputs and attention_mask are [micro_batches, rows, T], the
+# rest [micro_batches, rows, K] at the head positions
 TOKEN_DTYPES = {
     "inputs": jnp.int32,
-    "targets": jnp.int32,
     "attention_mask": jnp.int32,
+    "head_index": jnp.int32,
+    "targets": jnp.int32,
     "response_mask": jnp.float32,
     "old_logprobs": jnp.float32,
     "ref_logprobs": jnp.float32,
@@ -45,6 +51,19 @@ TOKEN_DTYPES = {
     "loss_mask": jnp.float32,
 }
 METRIC_KEYS = ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "approx_kl_behaviour", "logprob_gap")
+
+
+def head_logprobs(model, batch, chunk_size: int | None, trainable_layers: int = 0, with_entropy: bool = False):
+    """Log-probs of ``batch["targets"]`` (and the entropies) at the ``head_index`` positions, ``[rows, K]``;
+    ``trainable_layers`` > 0: no gradient below the top layers nor into the LM head (optim.trainable_layers)."""
+    frozen = model.config.num_layers - trainable_layers if trainable_layers else 0
+    hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"], frozen_layers=frozen)
+    hidden = jnp.take_along_axis(hidden, batch["head_index"][..., None], axis=1)
+    weight, tied = model.output_projection()
+    if trainable_layers:  # the LM head (a tied embedding) is frozen with the lower layers
+        weight = jax.lax.stop_gradient(weight)
+    return logprobs_from_hidden(hidden, weight, batch["targets"], tied=tied, chunk_size=chunk_size,
+                                sharding=model.sharding, with_entropy=with_entropy)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,19 +74,14 @@ class PPOLoss:
     chunk_size: int | None = None  # LM-head positions per chunk (None: all at once)
     trainable_layers: int = 0  # > 0: gradients only for the top layers (optim.trainable_layers)
     weight_key = "response_mask"
-    keys = ("inputs", "targets", "attention_mask", "response_mask", "old_logprobs", "ref_logprobs", "advantages")
+    keys = ("inputs", "attention_mask", "head_index", "targets", "response_mask", "old_logprobs", "ref_logprobs",
+            "advantages")
     sum_metrics = METRIC_KEYS
     min_metrics = ("ratio_min",)
     max_metrics = ("ratio_max",)
 
     def __call__(self, model, batch, token_count):
-        frozen = model.config.num_layers - self.trainable_layers if self.trainable_layers else 0
-        hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"], frozen_layers=frozen)
-        weight, tied = model.output_projection()
-        if self.trainable_layers:  # the LM head (a tied embedding) is frozen with the lower layers
-            weight = jax.lax.stop_gradient(weight)
-        logprobs, entropy = logprobs_from_hidden(hidden, weight, batch["targets"], tied=tied,
-                                                 chunk_size=self.chunk_size, with_entropy=True)
+        logprobs, entropy = head_logprobs(model, batch, self.chunk_size, self.trainable_layers, with_entropy=True)
         return ppo_loss(logprobs, batch["old_logprobs"], batch["ref_logprobs"], entropy, batch["advantages"],
                         batch["response_mask"], token_count, self.config)
 
@@ -79,14 +93,13 @@ class SFTLoss:
 
     chunk_size: int | None = None
     weight_key = "loss_mask"
-    keys = ("inputs", "targets", "attention_mask", "loss_mask")
+    keys = ("inputs", "attention_mask", "head_index", "targets", "loss_mask")
     sum_metrics = ("loss", "target_prob")
     min_metrics = ()
     max_metrics = ()
 
     def __call__(self, model, batch, token_count):
-        logprobs = token_logprobs(model, batch["inputs"], batch["targets"], attention_mask=batch["attention_mask"],
-                                  chunk_size=self.chunk_size)
+        logprobs = head_logprobs(model, batch, self.chunk_size)
         mask = batch["loss_mask"]
         loss = -jnp.sum(logprobs * mask) / token_count
         return loss, {"target_prob": jnp.sum(jnp.exp(logprobs) * mask) / token_count}
@@ -97,7 +110,8 @@ class TrainStep:
     """A jittable train step for one model structure, optimizer and loss (all static).
 
     ``params`` is the model's ``nnx.State`` (``nnx.split``), ``opt_state`` is ``tx.init(params)``,
-    ``batch`` a dict of ``loss.keys`` arrays shaped ``[micro_batches, rows, T]``.
+    ``batch`` a dict of ``loss.keys`` arrays shaped ``[micro_batches, rows, T]`` (``FULL_LENGTH_KEYS``)
+    or ``[micro_batches, rows, K]`` (the rest, at ``head_index``).
     """
 
     graphdef: Any
@@ -144,11 +158,12 @@ def _loss_config(ppo) -> PPOLossConfig:
                          kl_estimator=ppo.kl_estimator, entropy_coef=ppo.entropy_coef)
 
 
-def batch_shapes(keys, micro: int, rows: int, length: int,
+def batch_shapes(keys, micro: int, rows: int, length: int, head: int,
                  sharding: LogicalSharding | None = None) -> dict[str, jax.ShapeDtypeStruct]:
-    """``ShapeDtypeStruct``s of a mini-batch of ``micro`` x ``rows`` rows of ``length`` tokens."""
+    """``ShapeDtypeStruct``s of a mini-batch of ``micro`` x ``rows`` rows of ``length`` tokens, ``head``
+    of them weighted."""
     def struct(key):
-        shape = (micro, rows, length)
+        shape = (micro, rows, length if key in FULL_LENGTH_KEYS else head)
         placed = None if sharding is None else sharding.named((None, "batch", None), shape)
         return jax.ShapeDtypeStruct(shape, TOKEN_DTYPES[key], sharding=placed)
 
@@ -180,4 +195,4 @@ def jit_train_step(step: TrainStep, param_shardings: Any = None, opt_shardings: 
 
 
 __all__ = ["METRIC_KEYS", "PPOLoss", "SFTLoss", "TOKEN_DTYPES", "TrainStep", "batch_shapes", "build_train_step",
-           "jit_train_step", "opt_state_shardings", "train_step_shardings"]
+           "head_logprobs", "jit_train_step", "opt_state_shardings", "train_step_shardings"]

@@ -162,17 +162,17 @@ def test_aot_compiles_the_trainers_own_train_step(attention):
     assert model_cfg.attention_impl == attention and model_cfg.attention_block == config.model.attention_block
     graphdef, params = nnx.split(abstract_model(model_cfg.config, model_cfg.runtime))
     args = argparse.Namespace(logits_chunk=None)
-    compiled, (micro, rows, length) = train_step_program(config, graphdef, runtime_options(config, model_cfg, args))
+    compiled, (micro, rows, length, head) = train_step_program(config, graphdef, runtime_options(config, model_cfg, args))
     trainers = build_train_step(config, graphdef, RuntimeOptions.from_config(config))
     assert compiled.loss == trainers.loss and compiled.graphdef == trainers.graphdef
-    batch = batch_shapes(trainers.loss.keys, micro, rows, length)
+    batch = batch_shapes(trainers.loss.keys, micro, rows, length, head)
     opt_state = jax.eval_shape(trainers.tx.init, params)
 
     def hlo(step):
         return jit_train_step(step).lower(params, opt_state, batch).as_text()
 
     assert hlo(compiled) == hlo(trainers)
-    assert length == 128
+    assert length == 128 and head == 32  # a quarter of the positions (more than the longest response, 8)
     if attention == "splash":  # the kernel is in the program (here in Pallas's interpreter)
         assert "splash" in jax.jit(lambda p: nnx.merge(graphdef, p)(jax.numpy.ones((1, 128), "int32"))).lower(
             params).as_text()

@@ -82,10 +82,3 @@ def test_init_model_follows_hf_initialisation():
     # The two stacked layers got different draws.
     q = np.asarray(model.layers.attn.q_kernel[...])
     assert not np.allclose(q[0], q[1])
-
-
-def test_attention_forms_are_named_alike_in_both_places():
-    """The jax-free list the config checks against and the one attention.py dispatches on."""
-    from milegpo_jax.models import attention, model_config
-
-    assert model_config.ATTENTION_IMPLS == attention.ATTENTION_IMPLS

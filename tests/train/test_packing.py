@@ -14,9 +14,11 @@ from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.packing import (
     CAPACITY_STEP,
+    Head,
     as_micro_batches,
     capacity_for_length,
     first_fit_decreasing,
+    head_width,
     micro_batch_shape,
     pack,
 )
@@ -46,8 +48,9 @@ def _unpacked_loss(params, graphdef, rows):
     token_count = sum(float(m.sum()) for m in rows.fields["response_mask"])
     total, metrics = 0.0, []
     for i, ids in enumerate(rows.tokens):
+        n = len(ids) - 1  # alone, the LM head runs at every position (the mask picks the response)
         batch = {"inputs": jnp.asarray(ids[None, :-1]), "targets": jnp.asarray(ids[None, 1:]),
-                 "attention_mask": jnp.ones((1, len(ids) - 1), jnp.int32)}
+                 "attention_mask": jnp.ones((1, n), jnp.int32), "head_index": jnp.arange(n)[None]}
         batch.update({k: jnp.asarray(v[i][None]) for k, v in rows.fields.items()})
         loss, m = LOSS(nnx.merge(graphdef, params), batch, token_count)
         total += loss
@@ -55,24 +58,29 @@ def _unpacked_loss(params, graphdef, rows):
     return total, {k: sum(m[k] for m in metrics) for k in ("policy_loss", "kl", "entropy")}
 
 
-def _packed_loss(params, graphdef, rows, capacity):
-    bins = first_fit_decreasing(rows.lengths, capacity)
-    packed = pack(rows, range(len(rows)), capacity, len(bins), pad_id=0)
+def _packed_loss(params, graphdef, rows, capacity, width):
+    head = Head("response_mask", width)
+    bins = first_fit_decreasing(rows.lengths, capacity, rows.weighted_positions("response_mask"), width)
+    packed = pack(rows, range(len(rows)), capacity, len(bins), pad_id=0, head=head)
     token_count = float(packed.arrays["response_mask"].sum())
     batch = {k: jnp.asarray(v) for k, v in packed.arrays.items()}
     loss, m = LOSS(nnx.merge(graphdef, params), batch, token_count)
     return loss, {k: m[k] for k in ("policy_loss", "kl", "entropy")}, packed
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_packed_gradients_equal_unpacked(seed):
+@pytest.mark.parametrize(("seed", "width"), [(0, 32), (1, 16), (2, 8)])  # 8: the head bounds the packing
+def test_packed_gradients_equal_unpacked(seed, width):
     rows = _random_rows(seed, 9)
     graphdef, params = nnx.split(init_model(CONFIG, seed=seed))
     (loss_u, metrics_u), grads_u = jax.value_and_grad(_unpacked_loss, has_aux=True)(params, graphdef, rows)
     (loss_p, (metrics_p, packed)), grads_p = jax.value_and_grad(
-        lambda p: (lambda r: (r[0], (r[1], r[2])))(_packed_loss(p, graphdef, rows, 32)), has_aux=True
+        lambda p: (lambda r: (r[0], (r[1], r[2])))(_packed_loss(p, graphdef, rows, 32, width)), has_aux=True
     )(params)
     assert packed.arrays["inputs"].shape[0] < len(rows)  # several rows did share a sequence
+    assert packed.arrays["head_index"].shape == (packed.arrays["inputs"].shape[0], width)
+    # every sequence's response positions fit the head, and no padding slot carries weight
+    assert (packed.arrays["response_mask"].sum(axis=1) <= width).all()
+    assert packed.arrays["response_mask"].sum() == sum(m.sum() for m in rows.fields["response_mask"])
     np.testing.assert_allclose(float(loss_p), float(loss_u), rtol=1e-5, atol=1e-6)
     for key in metrics_u:
         np.testing.assert_allclose(float(metrics_p[key]), float(metrics_u[key]), rtol=1e-5, atol=1e-6)
@@ -88,6 +96,39 @@ def test_first_fit_decreasing_keeps_rows_whole_and_fills_sequences():
     assert len(bins) == 4  # 30 positions in sequences of 8: the minimum
     with pytest.raises(ValueError, match="does not fit"):
         first_fit_decreasing([9], 8)
+
+
+def test_first_fit_decreasing_keeps_weighted_positions_within_the_head():
+    lengths, heads = [7, 3, 5, 2, 8, 1, 4], [3, 1, 4, 2, 1, 1, 3]
+    bins = first_fit_decreasing(lengths, 16, heads, 5)
+    assert sorted(i for b in bins for i in b) == list(range(len(lengths)))
+    assert all(sum(heads[i] for i in b) <= 5 for b in bins) and all(sum(lengths[i] for i in b) <= 16 for b in bins)
+    assert len(bins) == 3 and len(first_fit_decreasing(lengths, 16)) == 2  # 15 weighted positions need 3 heads of 5
+    assert first_fit_decreasing(lengths, 16, heads, 16) == first_fit_decreasing(lengths, 16)  # a wide head never binds
+    with pytest.raises(ValueError, match="weighted positions"):
+        first_fit_decreasing([3], 8, [6], 5)
+
+
+def test_head_width_is_a_quarter_or_the_longest_response():
+    assert head_width(2560, 512) == 640 and head_width(2560, 700) == 768 and head_width(1024, 32) == 256
+    assert head_width(16, 3) == 16 and head_width(2560, 4000) == 2560  # never past the capacity
+
+
+def test_pack_lays_out_the_weighted_positions():
+    rows = _random_rows(4, 6)
+    head = Head("response_mask", 16)
+    packed = pack(rows, [5, 1, 3], 64, 3, pad_id=0, head=head)
+    arrays = packed.arrays
+    assert arrays["inputs"].shape == (3, 64) and arrays["targets"].shape == (3, 16)
+    for local, row in enumerate([5, 1, 3]):
+        seq, start = packed.placement[local]
+        positions = start + np.flatnonzero(rows.fields["response_mask"][row] > 0)
+        slots = np.flatnonzero(np.isin(arrays["head_index"][seq], positions) & (arrays["response_mask"][seq] > 0))
+        assert arrays["head_index"][seq, slots].tolist() == positions.tolist()
+        assert arrays["targets"][seq, slots].tolist() == rows.tokens[row][1:][positions - start].tolist()
+        np.testing.assert_array_equal(arrays["old_logprobs"][seq, slots],
+                                      rows.fields["old_logprobs"][row][positions - start])
+    assert arrays["response_mask"].sum() == sum(rows.fields["response_mask"][r].sum() for r in (5, 1, 3))
 
 
 def test_pack_places_segments_and_fields():

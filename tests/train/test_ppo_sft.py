@@ -24,8 +24,10 @@ def test_sft_batch_masks_only_the_response():
     rows = sft_rows([SFTExample((5, 6, 7), (8, 9)), SFTExample((5,), (9,))])
     batch = packed_sft_batch(rows, [0, 1], pad_id=0, max_sequences=2, capacity=16)
     assert batch["inputs"].shape == (1, 1, 16)  # both rows share one packed sequence, no spare one
-    assert batch["inputs"][0, 0, :5].tolist() == [5, 6, 7, 8, 5] and batch["targets"][0, 0, :5].tolist() == [6, 7, 8, 9, 9]
-    assert batch["loss_mask"][0, 0, :5].tolist() == [0, 0, 1, 1, 1]  # predicting 8, 9 and then 9
+    assert batch["inputs"][0, 0, :5].tolist() == [5, 6, 7, 8, 5]
+    # the LM head reads the response positions only: predicting 8, 9 and then 9
+    assert batch["head_index"][0, 0, :3].tolist() == [2, 3, 4] and batch["targets"][0, 0, :3].tolist() == [8, 9, 9]
+    assert batch["loss_mask"][0, 0].tolist() == [1, 1, 1] + [0] * 13
     assert batch["attention_mask"][0, 0, :6].tolist() == [1, 1, 1, 1, 2, 0]
 
 

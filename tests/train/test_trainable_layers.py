@@ -74,7 +74,8 @@ def test_the_trained_layers_get_full_fine_tunings_gradients():
     response = np.array([[0, 0, 1, 1, 1, 0, 0, 0]], np.float32)  # predicting 9, 10, 2
     micro = {
         "inputs": sequence, "targets": np.roll(sequence, -1, axis=1),
-        "attention_mask": (np.arange(8) < 6).astype(np.int32)[None], "response_mask": response,
+        "attention_mask": (np.arange(8) < 6).astype(np.int32)[None], "head_index": np.arange(8)[None],
+        "response_mask": response,
         "old_logprobs": np.full((1, 8), -2.0, np.float32), "ref_logprobs": np.full((1, 8), -2.5, np.float32),
         "advantages": np.full((1, 8), 0.7, np.float32),
     }

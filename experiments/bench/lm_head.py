@@ -1,0 +1,174 @@
+"""LM-head benchmark: the PPO update of a real recipe on a real rollout, with the LM head at the
+response positions only (the trainer's step) against the LM head at every position (before), in one
+process.
+
+1. Plays one real rollout of the recipe (``--config``, default the SmolLM2 TextWorldExpress recipe,
+   ``--groups`` x ``--group-size`` rollouts) with our sampler and the checkpoint, and keeps every
+   ``PolicyResponse`` the policy returned: the update's rows are exactly those an iteration packs. The
+   advantages are seeded normal draws (the update's cost does not depend on their values).
+2. Runs one PPO epoch of the recipe's step (``build_train_step``: its ``trainable_layers``,
+   ``logits_chunk``, mini- and micro-batches) over those rows from the same parameters, twice per
+   round in alternating order: ``ppo_epoch`` as the trainer calls it (``head_width`` response
+   positions per packed sequence) and ``ppo_epoch(..., head=Head(..., capacity))`` (every position,
+   the step's work before). The first round compiles and is not timed.
+3. Checks that both give the same update: every mini-batch's loss and metrics, and the parameters
+   after the epoch, agree to float32 tolerance.
+
+Ends with one JSON line ``{"bench": "lm_head", "speedup": ..., "response_head_s": ...,
+"every_position_s": ..., "head_width": ..., "capacity": ..., "max_metric_gap": ..., ...}``.
+Run: ``python -m experiments.bench.lm_head --checkpoint DIR [--rounds 2] [--groups 2 --group-size 4]``
+(``DIR``: the converted SmolLM2 checkpoint, docs/results/real-llm.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+RECIPE = str(Path(__file__).resolve().parents[1] / "configs" / "smollm2_twx.py")
+
+
+class KeepingPolicy:
+    """Passes calls to a ``SamplerPolicy`` and keeps every response it returned."""
+
+    def __init__(self, policy):
+        self.policy = policy
+        self.responses = []
+
+    def generate(self, prompts, *, temperature, seed):
+        responses = self.policy.generate(prompts, temperature=temperature, seed=seed)
+        self.responses += responses
+        return responses
+
+
+def rollout_responses(config, model, tokenizer) -> list:
+    """Every ``PolicyResponse`` of one real rollout of ``config`` (its first iteration's task groups)."""
+    from envs_bridge.client import EnvPool
+    from envs_bridge.groups import GroupPlan
+    from envs_bridge.specs import env_spec
+    from milegpo_jax.rollout.collector import collect
+    from milegpo_jax.rollout.policy import SamplerPolicy
+
+    env = config.env
+    policy = KeepingPolicy(SamplerPolicy(
+        model, tokenizer, max_new_tokens=config.sampling.max_new_tokens, prefix_sharing=True,
+        max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
+    ))
+    with EnvPool(env.name, env.groups_per_iteration * env.group_size, num_servers=1,
+                 env_options=env.adapter_options()) as pool:
+        plan = GroupPlan.sample(env.train_split, pool.num_tasks(env.train_split), env.groups_per_iteration,
+                                env.group_size, seed=config.run.seed)
+        collect(pool, policy, plan, env=env.name, max_steps=env.max_env_steps, history_length=env.history_length,
+                temperature=config.sampling.temperature, seed=config.run.seed,
+                reward_scale=env_spec(env.name).reward_scale)
+    return policy.responses
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench.lm_head", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", required=True, help="a converted checkpoint directory (config.json, weights)")
+    parser.add_argument("--config", default=RECIPE, help="the recipe (default: experiments/configs/smollm2_twx.py)")
+    parser.add_argument("--groups", type=int, default=2, help="task groups of the rollout")
+    parser.add_argument("--group-size", type=int, default=4, help="rollouts per group")
+    parser.add_argument("--rounds", type=int, default=2, help="timed rounds after the compiling one")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    for name in ("groups", "group_size", "rounds"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if not (Path(args.checkpoint) / "config.json").is_file():
+        print(f"error: --checkpoint {args.checkpoint}: no config.json there", file=sys.stderr)
+        sys.exit(2)
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = _parse(argv)
+
+    import jax
+    import jax.numpy as jnp
+    from flax import nnx
+
+    from experiments.train import build_config
+    from milegpo_jax.models import load_pretrained
+    from milegpo_jax.models.runtime import RuntimeOptions
+    from milegpo_jax.models.tokenizer import load_tokenizer
+    from milegpo_jax.train.packing import Head, head_width
+    from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
+    from milegpo_jax.train.step import PPOLoss, build_train_step, jit_train_step
+
+    config = build_config(args.config, [f"model.hf_checkpoint={args.checkpoint}", f"run.seed={args.seed}",
+                                        f"env.groups_per_iteration={args.groups}", f"env.group_size={args.group_size}"])
+    runtime = RuntimeOptions.from_config(config)
+    model, _ = load_pretrained(args.checkpoint, runtime=runtime)
+    tokenizer = load_tokenizer(Path(args.checkpoint))
+    responses = rollout_responses(config, model, tokenizer)
+    advantages = np.random.default_rng(args.seed).standard_normal(len(responses)).tolist()
+    rows = ppo_rows(responses, advantages)
+    rows = type(rows)(rows.tokens, {**rows.fields, "ref_logprobs": rows.fields["old_logprobs"]})  # kl_coef 0
+    capacity = sequence_capacity(rows)
+    graphdef, start_params = nnx.split(model)
+    step = build_train_step(config, graphdef, runtime)
+    jitted = jit_train_step(step)
+    every_position = Head(PPOLoss.weight_key, capacity)
+    width = head_width(capacity, int(rows.weighted_positions(PPOLoss.weight_key).max()))  # what ppo_epoch picks
+
+    def update(head):
+        params = jax.tree.map(jnp.copy, start_params)
+        stats = UpdateStats()
+        params, _, history = ppo_epoch(
+            jitted, params, step.tx.init(params), rows, minibatch_rows=config.ppo.minibatch_rows,
+            microbatch_rows=config.ppo.microbatch_rows, capacity=capacity, rng=np.random.default_rng(args.seed),
+            pad_id=tokenizer.pad_token_id, place=place_on_default_device, stats=stats, head=head,
+        )
+        return jax.block_until_ready(params), history
+
+    times = {"response_head": [], "every_position": []}
+    results = {}
+    for round_index in range(args.rounds + 1):  # round 0 compiles
+        order = [("response_head", None), ("every_position", every_position)]
+        for name, head in order if round_index % 2 == 0 else order[::-1]:
+            start = time.perf_counter()
+            results[name] = update(head)
+            if round_index:
+                times[name].append(time.perf_counter() - start)
+    (params_new, history_new), (params_old, history_old) = results["response_head"], results["every_position"]
+    metric_gap = max(abs(a[k] - b[k]) / max(1.0, abs(b[k])) for a, b in zip(history_new, history_old, strict=True)
+                     for k in a)
+    param_gap = max(float(jnp.max(jnp.abs(a - b))) for a, b in
+                    zip(jax.tree.leaves(params_new), jax.tree.leaves(params_old), strict=True))
+    new_s, old_s = statistics.median(times["response_head"]), statistics.median(times["every_position"])
+    response_positions = int(sum(m.sum() for m in rows.fields["response_mask"]))
+    figures = {
+        "bench": "lm_head",
+        "rows": len(rows),
+        "positions": int(rows.lengths.sum()),
+        "response_positions": response_positions,
+        "capacity": capacity,
+        "head_width": width,
+        "response_head_s": round(new_s, 3),
+        "every_position_s": round(old_s, 3),
+        "speedup": round(old_s / new_s, 3),
+        "max_metric_gap": float(f"{metric_gap:.3g}"),
+        "max_param_gap": float(f"{param_gap:.3g}"),
+        "trainable_layers": config.optim.trainable_layers,
+        "logits_chunk": config.ppo.logits_chunk,
+        "rounds": args.rounds,
+        "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}",
+    }
+    print(f"{len(rows)} rows, {figures['positions']} positions ({response_positions} response), capacity {capacity}, "
+          f"LM head {width} positions per sequence")
+    print(f"update epoch: response head {new_s:.2f} s, every position {old_s:.2f} s ({old_s / new_s:.2f}x); "
+          f"largest metric gap {metric_gap:.2g}, parameter gap {param_gap:.2g}")
+    print(json.dumps(figures))
+    return figures
+
+
+if __name__ == "__main__":
+    main()
