@@ -407,7 +407,8 @@ def train_cost(compiled, model_cfg, form: str, shape, chips: int, generation: st
     ``lax.scan`` of a matmul reports one matmul). The step loops over micro-batches, scanned layers and
     LM-head chunks, and the TPU compiler turns sharded matmuls into loops of its own, so its FLOPs and
     bytes (``xla_flops``, ``xla_bytes``) are lower bounds; a kernel's FLOPs are not in them at all.
-    The FLOPs are therefore counted from the model: ``(6 + 2 remat) N`` per trained position plus
+    The FLOPs are therefore counted from the model: ``(6 + 2 remat) N`` per trained position for the
+    decoder, ``6`` times the LM head's parameters at each of its ``head`` positions, plus
     ``attention_flops``. ``roofline_s`` is ``max(FLOPs / peak, xla_bytes / bandwidth)``, a lower bound on
     the step's time; ``mfu_bound`` is the PaLM model FLOPs (``experiments.bench.device.train_flops``,
     as the device benchmark's MFU) over ``peak * roofline_s``, an upper bound on its MFU."""
