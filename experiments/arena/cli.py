@@ -78,6 +78,17 @@ def env_value(text: str):
         return text
 
 
+def env_options(assignments) -> dict:
+    """``--env-set key=value`` assignments as adapter options (values parsed as JSON where they are)."""
+    extra = {}
+    for assignment in assignments:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key:
+            raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
+        extra[key] = env_value(value)
+    return extra
+
+
 def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[float], str]:
     for name in ("groups", "group_size", "iterations", "seeds", "jobs", "servers", "ppo_epochs"):
         if getattr(args, name) < 1:
@@ -98,13 +109,7 @@ def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[f
         raise ArenaInputError(f"--lr-grid {args.lr_grid!r}: expected comma-separated numbers") from None
     if any(rate <= 0 for rate in rates):
         raise ArenaInputError("learning rates must be > 0")
-    extra = {}
-    for assignment in args.env_set:
-        key, sep, value = assignment.partition("=")
-        if not sep or not key:
-            raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
-        extra[key] = env_value(value)
-    spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
+    spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, env_options(args.env_set))
     env_defaults = env_spec(args.env)  # make_arena_env has refused an unknown env already
     recipe = args.recipe or env_defaults.credit_recipe
     contestants = parse_contestants(args.contestants, recipe, parse_credit_options(args.set), env_defaults.milestone_flags)

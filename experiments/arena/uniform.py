@@ -23,7 +23,7 @@ import numpy as np
 from envs_bridge.base import EnvError
 from envs_bridge.registry import EnvUnavailableError
 from experiments.arena import stats
-from experiments.arena.cli import ArenaInputError, env_value
+from experiments.arena.cli import ArenaInputError, env_options
 from experiments.arena.envs import make_arena_env, make_backend
 from experiments.arena.play import TransitionCache, sampling_chooser
 from experiments.arena.policy import TabularPolicy
@@ -50,13 +50,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.tasks < 1 or args.rollouts < 1:
             raise ArenaInputError("--tasks and --rollouts must be >= 1")
-        extra = {}
-        for assignment in args.env_set:
-            key, sep, value = assignment.partition("=")
-            if not sep or not key:
-                raise ArenaInputError(f"--env-set {assignment!r}: expected key=value")
-            extra[key] = env_value(value)
-        spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, extra)
+        spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers,
+                              env_options(args.env_set))
         backend = make_backend(spec, args.tasks * args.rollouts)
         tasks = training_tasks(backend.num_tasks("train"), args.tasks, args.seed)
     except (ArenaInputError, EnvError, EnvUnavailableError) as error:

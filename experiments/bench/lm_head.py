@@ -49,24 +49,10 @@ class KeepingPolicy:
 
 def rollout_responses(config, model, tokenizer) -> list:
     """Every ``PolicyResponse`` of one real rollout of ``config`` (its first iteration's task groups)."""
-    from envs_bridge.client import EnvPool
-    from envs_bridge.groups import GroupPlan
-    from envs_bridge.specs import env_spec
-    from milegpo_jax.rollout.collector import collect
-    from milegpo_jax.rollout.policy import SamplerPolicy
+    from experiments.bench.sampler_rollout import play_rollout, recipe_policy
 
-    env = config.env
-    policy = KeepingPolicy(SamplerPolicy(
-        model, tokenizer, max_new_tokens=config.sampling.max_new_tokens, prefix_sharing=True,
-        max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
-    ))
-    with EnvPool(env.name, env.groups_per_iteration * env.group_size, num_servers=1,
-                 env_options=env.adapter_options()) as pool:
-        plan = GroupPlan.sample(env.train_split, pool.num_tasks(env.train_split), env.groups_per_iteration,
-                                env.group_size, seed=config.run.seed)
-        collect(pool, policy, plan, env=env.name, max_steps=env.max_env_steps, history_length=env.history_length,
-                temperature=config.sampling.temperature, seed=config.run.seed,
-                reward_scale=env_spec(env.name).reward_scale)
+    policy = KeepingPolicy(recipe_policy(config, model, tokenizer))
+    play_rollout(config, policy)
     return policy.responses
 
 

@@ -38,19 +38,24 @@ class RecordingPolicy:
         return responses
 
 
-def record_rollout_turns(config, model, tokenizer) -> list[list[np.ndarray]]:
-    """The prompts of every turn of one real rollout of ``config`` (its first iteration's task groups)."""
+def recipe_policy(config, model, tokenizer):
+    """The ``SamplerPolicy`` a run of ``config`` samples with (prefix sharing on)."""
+    from milegpo_jax.rollout.policy import SamplerPolicy
+
+    return SamplerPolicy(
+        model, tokenizer, max_new_tokens=config.sampling.max_new_tokens, prefix_sharing=True,
+        max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
+    )
+
+
+def play_rollout(config, policy) -> None:
+    """One real rollout of ``config`` (its first iteration's task groups) played by ``policy``."""
     from envs_bridge.client import EnvPool
     from envs_bridge.groups import GroupPlan
     from envs_bridge.specs import env_spec
     from milegpo_jax.rollout.collector import collect
-    from milegpo_jax.rollout.policy import SamplerPolicy
 
     env = config.env
-    policy = RecordingPolicy(SamplerPolicy(
-        model, tokenizer, max_new_tokens=config.sampling.max_new_tokens, prefix_sharing=True,
-        max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
-    ))
     with EnvPool(env.name, env.groups_per_iteration * env.group_size, num_servers=1,
                  env_options=env.adapter_options()) as pool:
         plan = GroupPlan.sample(env.train_split, pool.num_tasks(env.train_split), env.groups_per_iteration,
@@ -58,6 +63,12 @@ def record_rollout_turns(config, model, tokenizer) -> list[list[np.ndarray]]:
         collect(pool, policy, plan, env=env.name, max_steps=env.max_env_steps, history_length=env.history_length,
                 temperature=config.sampling.temperature, seed=config.run.seed,
                 reward_scale=env_spec(env.name).reward_scale)
+
+
+def record_rollout_turns(config, model, tokenizer) -> list[list[np.ndarray]]:
+    """The prompts of every turn of one real rollout of ``config``."""
+    policy = RecordingPolicy(recipe_policy(config, model, tokenizer))
+    play_rollout(config, policy)
     return policy.turns
 
 
