@@ -1,10 +1,11 @@
-"""A ``CreditBatch`` packed into planes for the jitted call, and unpacked inside it.
+"""A ``CreditBatch`` packed into planes, for a batch kept on the device, and unpacked inside the program.
 
-Every argument of a jitted call has a fixed cost on the host, so at the jit boundary the fields of
-one type and shape are stacked into one array: 8 arrays per call instead of up to 21 (docs/credit.md
-§10.1). Which fields a plane holds follows from the batch's host parts alone, which the packed batch
-carries as static data (part of the compiled program's key); inside the program ``unpack`` gives the
-named ``CreditBatch`` back, so that no program ever addresses a plane.
+The fields of one type and shape are stacked into one array: 8 arrays instead of up to 21 to hold
+on the device. A batch from the host passes goes to the jitted call unpacked, since stacking it
+costs more there than the arguments it saves (docs/credit.md §10.1). Which fields a plane holds
+follows from the batch's host parts alone, which the packed batch carries as static data (part of
+the compiled program's key); inside the program ``unpack`` gives the named ``CreditBatch`` back, so
+that no program ever addresses a plane.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from milegpo_jax.credit.batch import CreditBatch
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.estimators.milegpo import MileGPOTerms, milegpo_group_terms
 from milegpo_jax.credit.graph import float_dtype
-from milegpo_jax.credit.planes import PackedBatch, pack, unpack
+from milegpo_jax.credit.planes import PackedBatch, unpack
 
 # Every program, imported once here (a program imported at trace time would be imported from
 # whichever checkout sys.path names then; experiments/bench/credit_versions.py holds two).
@@ -39,38 +39,46 @@ def _batch_terms(batch: CreditBatch, cfg: CreditConfig, ema_prev: jax.Array) -> 
     return {**jax.vmap(lambda group: program(group, cfg))(_as_arrays(batch)), "ema_new": ema_prev}
 
 
-# The jitted programs take the batch packed into planes (``planes.py``) and unpack it first.
+def _named(batch: CreditBatch | PackedBatch) -> CreditBatch:
+    """The named batch inside a program, whichever form the call was given (a Python choice at trace time)."""
+    return unpack(batch) if isinstance(batch, PackedBatch) else batch
+
+
+# The jitted programs take the named batch as it leaves the host passes (an argument per field), or
+# one packed into planes (``planes.py``) for a batch kept on the device; each form compiles once.
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_estimator_terms(packed: PackedBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
-    return _batch_terms(unpack(packed), cfg, ema_prev)
+def _jit_estimator_terms(batch: CreditBatch | PackedBatch, cfg: CreditConfig, ema_prev: jax.Array) -> dict[str, jax.Array]:
+    return _batch_terms(_named(batch), cfg, ema_prev)
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_advantages(packed: PackedBatch, cfg: CreditConfig, ema_prev: jax.Array) -> tuple[jax.Array, jax.Array]:
-    batch = unpack(packed)
+def _jit_advantages(batch: CreditBatch | PackedBatch, cfg: CreditConfig, ema_prev: jax.Array) -> tuple[jax.Array, jax.Array]:
+    batch = _named(batch)
     terms = _batch_terms(batch, cfg, ema_prev)  # XLA prunes the unused intermediates
     return jnp.where(batch.step_mask, terms["advantage"], 0.0), terms["ema_new"]
 
 
 @functools.partial(jax.jit, static_argnums=1)
-def _jit_milegpo_terms(packed: PackedBatch, cfg: CreditConfig) -> MileGPOTerms:
-    return jax.vmap(lambda group: milegpo_group_terms(group, cfg))(_as_arrays(unpack(packed)))
+def _jit_milegpo_terms(batch: CreditBatch | PackedBatch, cfg: CreditConfig) -> MileGPOTerms:
+    return jax.vmap(lambda group: milegpo_group_terms(group, cfg))(_as_arrays(_named(batch)))
 
 
 def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, program_of=lambda cfg: cfg.estimator):
-    """Runs ``jitted(packed batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode,
-    scoped to the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working
-    float type, so that a new value never retraces. A batch without a host part the program of
-    ``program_of(cfg)`` reads (its spec's ``reads``) is refused."""
+    """Runs ``jitted(batch, cfg[, ema_prev])`` in cfg.precision: float64 needs JAX's x64 mode, scoped
+    to the call. ``ema_prev`` (MVPO's success EMA, m_0 = 0) enters as an array of the working float
+    type, so that a new value never retraces. A batch without a host part the program of
+    ``program_of(cfg)`` reads (its spec's ``reads``) is refused.
+
+    A host batch goes in with its named fields, unstacked: stacking them into planes cost more (about
+    0.2 ms after other work, docs/credit.md §10.1) than the extra arguments of the call."""
 
     @functools.wraps(jitted)
     def run(batch: CreditBatch | PackedBatch, cfg: CreditConfig, ema_prev: float = 0.0):
-        packed = batch if isinstance(batch, PackedBatch) else pack(batch)
-        lacking = registry.host_parts(program_of(cfg)) - packed.parts
+        lacking = registry.host_parts(program_of(cfg)) - batch.parts
         if lacking:
             raise ValueError(f"{cfg.estimator}: the batch was built without its host parts {', '.join(sorted(lacking))}")
         dtype = np.float64 if cfg.precision == "float64" else np.float32
-        args = (packed, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (packed, cfg)
+        args = (batch, cfg, np.asarray(ema_prev, dtype)) if carries_ema else (batch, cfg)
         if cfg.precision == "float64":
             with jax.enable_x64(True):
                 return outputs(jitted(*args))
