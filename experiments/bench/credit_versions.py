@@ -11,7 +11,9 @@ a change that rounds differently; the largest difference is reported). Ends with
 case the median road in ms of each side, the ratio baseline / this checkout and the difference.
 
 Run: ``git worktree add ../base <commit>`` (or ``git archive <commit> | tar -x -C DIR``) then
-``python -m experiments.bench.credit_versions --baseline ../base [--cases milegpo/full mvpo]``.
+``python -m experiments.bench.credit_versions --baseline ../base [--cases milegpo/full mvpo]``. If it
+fails inside a numba function ("'descr' is NULL"), the two checkouts' cached numba code clashed in
+this one process: give the run a private cache, ``NUMBA_CACHE_DIR=$(mktemp -d) python -m ...``.
 """
 
 from __future__ import annotations

@@ -12,7 +12,9 @@ and an action). The learning rate suits a small model freshly warm-started, not 
 
 Measured on a 2-core AMD EPYC VM (AVX2): held-out success on 128 dev seeds at T=1.0
 (the sampling temperature; see ``eval_temperature`` below), warm start -> iteration 10 ->
-iteration 20 (2026-12-04, fresh clone): seed 0 0.523 -> 0.680 -> 0.750 (+0.227), seed 1 0.469 -> 0.672 -> 0.695 (+0.227).
+iteration 20 (2026-12-04, fresh clone of 4333973): seed 0 0.523 -> 0.703 -> 0.750 (+0.227), seed 1 0.469 -> 0.508
+-> 0.688 (+0.219). (Before the LM head read only the response positions and the update took rows in
+recording order, 7da2546: 0.523 -> 0.680 -> 0.750 and 0.469 -> 0.672 -> 0.695.)
 The learning rate was 1e-3 until then: on an earlier machine that gave seed 0 +0.219 and seed 1
 +0.250, but on this one that commit (21b0a6e) and the current code, from the same warm start, both
 collapsed seed 0 to 0.336 (-0.188), with identical metrics iteration by iteration. Most likely
