@@ -11,18 +11,22 @@ a change that rounds differently; the largest difference is reported). Ends with
 case the median road in ms of each side, the ratio baseline / this checkout and the difference.
 
 Run: ``git worktree add ../base <commit>`` (or ``git archive <commit> | tar -x -C DIR``) then
-``python -m experiments.bench.credit_versions --baseline ../base [--cases milegpo/full mvpo]``. If it
-fails inside a numba function ("'descr' is NULL"), the two checkouts' cached numba code clashed in
-this one process: give the run a private cache, ``NUMBA_CACHE_DIR=$(mktemp -d) python -m ...``.
+``python -m experiments.bench.credit_versions --baseline ../base [--cases milegpo/full mvpo]``. The run
+compiles its numba functions into a private cache (``NUMBA_CACHE_DIR``, unless set): the two checkouts'
+cached code clashed in one process otherwise ("'descr' is NULL").
 """
 
 from __future__ import annotations
 
 import argparse
+import atexit
 import importlib
 import json
+import os
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -80,6 +84,11 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"--baseline {args.baseline}: no experiments/bench/credit.py there", file=sys.stderr)
         raise SystemExit(2)
 
+    # Both checkouts' numba functions share names and would share cached machine code, which can clash
+    # in one process ("'descr' is NULL"): this run compiles into a cache of its own unless told otherwise.
+    if "NUMBA_CACHE_DIR" not in os.environ:
+        os.environ["NUMBA_CACHE_DIR"] = cache = tempfile.mkdtemp(prefix="credit_versions_numba_")
+        atexit.register(shutil.rmtree, cache, True)
     sides = {"baseline": Checkout(args.baseline.resolve()), "current": Checkout(_HERE)}
     batches = {}
     for side, checkout in sides.items():
