@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     from milegpo_jax.models import load_pretrained
     from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.models.tokenizer import load_tokenizer
-    from milegpo_jax.train.packing import Head, head_width
+    from milegpo_jax.train.packing import Head
     from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
     from milegpo_jax.train.step import PPOLoss, build_train_step, jit_train_step
 
@@ -103,7 +103,7 @@ def main(argv: list[str] | None = None) -> dict:
     step = build_train_step(config, graphdef, runtime)
     jitted = jit_train_step(step)
     every_position = Head(PPOLoss.weight_key, capacity)
-    width = head_width(capacity, int(rows.weighted_positions(PPOLoss.weight_key).max()))  # what ppo_epoch picks
+    width = Head.for_rows(rows, PPOLoss.weight_key, capacity).width  # what ppo_epoch picks
 
     def update(head):
         params = jax.tree.map(jnp.copy, start_params)

@@ -65,9 +65,12 @@ class Rows:
         """Positions per row (``len(ids) - 1``)."""
         return np.asarray([len(ids) - 1 for ids in self.tokens], np.int64)
 
-    def weighted_positions(self, weight_key: str) -> np.ndarray:
-        """Positions per row whose ``weight_key`` field is positive (those the loss reads)."""
-        return np.asarray([int(np.count_nonzero(w > 0)) for w in self.fields[weight_key]], np.int64)
+    def weighted_positions(self, weight_key: str, pick: Sequence[int] | None = None) -> np.ndarray:
+        """Positions per row (of ``pick``, default all) whose ``weight_key`` field is positive (those the
+        loss reads)."""
+        weights = self.fields[weight_key]
+        rows = range(len(weights)) if pick is None else pick
+        return np.asarray([int(np.count_nonzero(weights[i] > 0)) for i in rows], np.int64)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,6 +79,11 @@ class Head:
 
     weight_key: str
     width: int
+
+    @classmethod
+    def for_rows(cls, rows: Rows, weight_key: str, capacity: int) -> Head:
+        """The head an update over ``rows`` in sequences of ``capacity`` uses (``head_width``)."""
+        return cls(weight_key, head_width(capacity, int(rows.weighted_positions(weight_key).max())))
 
 
 def first_fit_decreasing(
@@ -165,8 +173,7 @@ def _bins(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None) -> 
     lengths = rows.lengths[pick] if pick else np.zeros(0, np.int64)
     if head is None:
         return first_fit_decreasing(lengths, capacity)
-    heads = rows.weighted_positions(head.weight_key)[pick] if pick else lengths
-    return first_fit_decreasing(lengths, capacity, heads, head.width)
+    return first_fit_decreasing(lengths, capacity, rows.weighted_positions(head.weight_key, pick), head.width)
 
 
 def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id: int, head: Head | None = None) -> Packed:

@@ -20,18 +20,17 @@ from milegpo_jax.models.logprobs import token_logprobs
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import PolicyResponse
-from milegpo_jax.train.step import PPOLoss
 from milegpo_jax.train.packing import (
     Head,
     Rows,
     as_micro_batches,
     capacity_for_length,
-    head_width,
     micro_batch_shape,
     pack,
     sequences_needed,
     unpack,
 )
+from milegpo_jax.train.step import PPOLoss
 
 
 Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)
@@ -116,7 +115,7 @@ def ppo_epoch(
     float metrics per mini-batch.
     """
     if head is None:
-        head = Head(PPOLoss.weight_key, head_width(capacity, int(rows.weighted_positions(PPOLoss.weight_key).max())))
+        head = Head.for_rows(rows, PPOLoss.weight_key, capacity)
     order = rng.permutation(len(rows))
     history = []
     for start in range(0, len(rows), minibatch_rows):

@@ -25,7 +25,6 @@ from milegpo_jax.train.packing import (
     Rows,
     as_micro_batches,
     capacity_for_length,
-    head_width,
     micro_batch_shape,
     pack,
     sequences_needed,
@@ -58,13 +57,10 @@ def sft_optimizer_section(learning_rate: float) -> OptimSection:
     return OptimSection(learning_rate=learning_rate, weight_decay=SFT_WEIGHT_DECAY, grad_clip_norm=1.0)
 
 
-def sft_head(rows: Rows, capacity: int) -> Head:
-    """The LM head's positions: the loss-masked ones, ``head_width`` per sequence."""
-    return Head(SFTLoss.weight_key, head_width(capacity, int(rows.weighted_positions(SFTLoss.weight_key).max())))
-
-
-def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int, capacity: int) -> dict[str, np.ndarray]:
-    head = sft_head(rows, capacity)
+def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int, capacity: int,
+                     head: Head | None = None) -> dict[str, np.ndarray]:
+    """Rows ``pick`` packed, the LM head at the loss-masked positions (``head``: default from all ``rows``)."""
+    head = head or Head.for_rows(rows, SFTLoss.weight_key, capacity)
     micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head), max_sequences)
     return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id, head).arrays, micro)
 
@@ -91,11 +87,12 @@ def train_sft(
     jitted = jit_train_step(step)
     rows = sft_rows(examples)
     capacity = capacity_for_length(int(rows.lengths.max()))  # one for every step: fewer shapes to compile
+    head = Head.for_rows(rows, SFTLoss.weight_key, capacity)
     rng = np.random.default_rng(seed)
     history = []
     for index in range(steps):
         chosen = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
-        batch = {k: jax.numpy.asarray(v) for k, v in packed_sft_batch(rows, chosen, pad_id, batch_size, capacity).items()}
+        batch = {k: jax.numpy.asarray(v) for k, v in packed_sft_batch(rows, chosen, pad_id, batch_size, capacity, head).items()}
         params, opt_state, metrics = jitted(params, opt_state, batch)
         history.append({k: float(to_host(v)) for k, v in metrics.items()})
         if progress is not None:
