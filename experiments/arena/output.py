@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import re
@@ -82,11 +83,19 @@ RECORD_FIELDS = ("contestant", "seed", "lr", "update", "success", "greedy", "cre
 
 
 def read_results(work: Path) -> list[dict]:
+    """``work/results.jsonl``, or ``results.jsonl.gz`` where only that is there (how the studies'
+    results are committed, docs/results/arena/)."""
     path = work / RESULTS_FILE
+    if not path.exists() and path.with_suffix(".jsonl.gz").exists():
+        path = path.with_suffix(".jsonl.gz")
     if not path.exists():
         raise ResultsError(f"{path}: no such file (a finished arena writes it)")
+    try:
+        text = gzip.decompress(path.read_bytes()).decode() if path.suffix == ".gz" else path.read_text()
+    except (OSError, EOFError, UnicodeDecodeError) as error:  # gzip.BadGzipFile is an OSError
+        raise ResultsError(f"{path}: not readable ({error})") from None
     records = []
-    for number, line in enumerate(path.read_text().splitlines(), 1):
+    for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
         try:

@@ -3,6 +3,7 @@ sample (tests/data/arena-sample: a real 15-run study on coin, diagnostics trimme
 use) against numbers computed here from the raw lines; Holm, the paired t test and the verdicts
 against hand-computed values and scipy; the study command's bad input."""
 
+import gzip
 import json
 import shutil
 import statistics
@@ -49,6 +50,16 @@ def test_summarize_rebuilds_the_committed_sample(tmp_path, capsys):
     selection = json.loads((work / "selection.json").read_text())
     assert selection["chosen"] == {name: f"lr {chosen[name]:g}" for name in names}
 
+    # committed studies keep results.jsonl gzipped: the same tables from it
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    shutil.copy(SAMPLE / "arena.json", packed)
+    (packed / "results.jsonl.gz").write_bytes(gzip.compress((SAMPLE / "results.jsonl").read_bytes()))
+    assert summary.main([str(packed)]) == 0
+    capsys.readouterr()
+    for name in ("table.json", "claims.json", "selection.json", "table.md", "claims.md"):
+        assert (packed / name).read_text() == (work / name).read_text(), name
+
     # the claims present: md > graphgpo, graphgpo > gigpo; Holm over the two, scipy's paired t test
     claims = json.loads((work / "claims.json").read_text())
     assert claims["margin"] == 0.01 and claims["best_outsider"] is None
@@ -91,6 +102,10 @@ def test_summarize_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     (work / "results.jsonl").write_text(json.dumps({"contestant": "gigpo"}) + "\n")
     assert summary.main([str(work)]) == 2
     assert "results.jsonl:1: a run record needs seed" in capsys.readouterr().err
+    (work / "results.jsonl").unlink()
+    (work / "results.jsonl.gz").write_bytes(b"not gzip")
+    assert summary.main([str(work)]) == 2
+    assert "results.jsonl.gz: not readable" in capsys.readouterr().err
 
 
 def test_paired_t_matches_scipy():
