@@ -17,7 +17,8 @@ the mesh and logical-axis rules of ``milegpo_jax.parallel``:
   ``sampling.max_new_tokens`` new ones), parameters by the ``sample`` rules;
 
 and prints each program's per-chip memory (``compiled.memory_analysis()``: arguments, outputs,
-temporaries, generated code) against the chip's HBM. Exit status 0 when everything fits, 1 when a
+temporaries, generated code) against the chip's HBM; with ``model.remat=offload`` also the temporaries
+the program keeps in the host's memory instead. Exit status 0 when everything fits, 1 when a
 program does not (the message says which and by how much), 2 for bad arguments or a missing libtpu.
 
 The model shape comes from ``--model PRESET``, else ``model.preset``, else the ``config.json`` of
@@ -263,6 +264,7 @@ class Report:
     outputs: int = 0
     aliased: int = 0
     temporaries: int = 0
+    host_temporaries: int = 0  # in the host's memory, not HBM: residuals model.remat="offload" moves off the chip
     code: int = 0
     compile_s: float = 0.0
     error: str = ""  # the compiler refused (e.g. out of HBM) or arguments alone exceed HBM
@@ -284,6 +286,8 @@ class Report:
         verdict = "fits" if self.fits(hbm) else "DOES NOT FIT"
         text = (f"{self.what:8s} {g(self.arguments)} {g(self.outputs)} {g(self.aliased)} {g(self.temporaries)} "
                 f"{g(self.code)} {g(self.total)} / {hbm / GIB:.0f}  {self.compile_s:6.1f}  {verdict}")
+        if self.host_temporaries:
+            text += f" (and {self.host_temporaries / GIB:.2f} GiB in host memory)"
         return text + (f": {self.error}" if self.error else "")
 
     def as_dict(self, hbm: int) -> dict:
@@ -326,6 +330,7 @@ def compile_program(report: Report, lowered_fn, hbm: int):
     report.outputs = stats.output_size_in_bytes
     report.aliased = stats.alias_size_in_bytes
     report.temporaries = stats.temp_size_in_bytes
+    report.host_temporaries = stats.host_temp_size_in_bytes
     report.code = stats.generated_code_size_in_bytes
     return compiled
 

@@ -12,7 +12,7 @@ import dataclasses
 
 DTYPES = ("float32", "bfloat16", "float16")
 # per decoder layer: "none", "full" (keep only the layer's inputs), "dots" (keep matmul outputs)
-REMAT_POLICIES = ("none", "full", "dots")
+REMAT_POLICIES = ("none", "full", "dots", "offload")
 # the forms of cache-free forwards; models/attention.py holds the same tuple next to the code that
 # implements them (tests/models/test_presets.py keeps the two equal)
 ATTENTION_IMPLS = ("auto", "xla", "blocks", "splash", "gpu_flash")

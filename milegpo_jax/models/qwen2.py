@@ -59,6 +59,7 @@ import math
 import flax.struct
 import jax
 import jax.numpy as jnp
+from jax.ad_checkpoint import checkpoint_name
 from flax import nnx
 
 from milegpo_jax.models.attention import KERNEL_PLATFORMS, SegmentBlocks, SegmentKernel, choose_attention
@@ -106,9 +107,14 @@ def positions_within_segments(segment_ids: jax.Array) -> jax.Array:
     return idx - jax.lax.cummax(jnp.where(starts, idx, 0), axis=1)
 
 
+LAYER_INPUT = "decoder_layer_input"
 _REMAT = {
     "full": None,  # jax.checkpoint's default: keep only the inputs
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
+    # keep only each layer's input, in host memory: the residuals leave the accelerator (docs/models.md §7)
+    "offload": jax.checkpoint_policies.save_and_offload_only_these_names(
+        names_which_can_be_saved=[], names_which_can_be_offloaded=[LAYER_INPUT],
+        offload_src="device", offload_dst="pinned_host"),
 }
 
 
@@ -236,6 +242,7 @@ class Qwen2(nnx.Module):
         policy = _REMAT.get(options.remat)
 
         def run(layer_params, graphdef, x, kv, layer_index):
+            x = checkpoint_name(x, LAYER_INPUT)  # the residual the "offload" policy moves to the host
             layer = nnx.merge(graphdef, layer_params)
             return layer(x, cos, sin, mask, sh, kv, layer_index, cache_index)
 

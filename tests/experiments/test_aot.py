@@ -68,6 +68,7 @@ def test_tiny_model_compiles_for_a_v5e_slice_and_reports_memory_per_chip():
         assert program["arguments"] > 0 and program["code"] > 0
     # params and optimizer state are donated, so the updated ones reuse their buffers; decode updates its state in place
     assert programs["train"]["aliased"] > 0 and programs["decode"]["aliased"] > 0
+    assert programs["train"]["host_temporaries"] == 0  # remat "none": nothing is offloaded
     assert programs["prefill"]["shapes"].startswith("8 prompts x 32 tokens + 8 new")
     # the step's FLOPs per chip and its time floor on v5e (197 TFLOP/s, 819 GB/s); no remat: 6 N per position
     cost = programs["train"]["cost"]
@@ -75,6 +76,21 @@ def test_tiny_model_compiles_for_a_v5e_slice_and_reports_memory_per_chip():
     assert cost["flops"] >= cost["model_flops"] > 0 and cost["xla_flops"] > 0 and cost["xla_bytes"] > 0
     assert cost["roofline_s"] == max(cost["flops"] / 197e12, cost["xla_bytes"] / 819e9)
     assert 0 < cost["mfu_bound"] <= 1
+
+
+@needs_libtpu
+def test_offloaded_remat_keeps_the_layer_inputs_in_host_memory():
+    """model.remat=offload: the TPU program keeps the scanned layers' inputs in the host's memory
+    (docs/models.md §7.2), reported beside the HBM figures."""
+    result = run_aot(*TINY, "--topology", "v5e:2x2", "--what", "train", "--no-cost", "--json",
+                     "--config.model.remat=offload", "--config.model.scan_layers=true")
+    assert result.returncode == 0, result.stdout + result.stderr
+    train = last_json(result.stdout)["programs"][0]
+    # at least the stacked layer inputs of one micro-batch on a chip: layers x rows x positions x hidden, bf16
+    assert train["shapes"].startswith("2 micro-batches x 4 sequences x 64 tokens")
+    layers, rows_per_chip, length, hidden, bf16 = 2, 4 // 4, 64, 64, 2  # rows over fsdp 4
+    assert train["host_temporaries"] >= layers * rows_per_chip * length * hidden * bf16, train
+    assert "GiB in host memory" in result.stdout
 
 
 @needs_libtpu

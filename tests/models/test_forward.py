@@ -152,7 +152,8 @@ def plain_model_and_grads(tied_checkpoint):
 
 
 # Scanning alone is covered (forward, cache, loading) elsewhere; gradients matter with remat.
-@pytest.mark.parametrize("options", [dict(remat="full"), dict(scan_layers=True, remat="dots")])
+@pytest.mark.parametrize("options", [dict(remat="full"), dict(scan_layers=True, remat="dots"),
+                                     dict(scan_layers=True, remat="offload")])
 def test_layer_options_do_not_change_the_function(plain_model_and_grads, options):
     """Scanned layers and rematerialisation: same logits and same gradients as the plain stack."""
     path, ids, plain_logits, flat_plain = plain_model_and_grads
@@ -162,6 +163,34 @@ def test_layer_options_do_not_change_the_function(plain_model_and_grads, options
     assert flat_plain.keys() == flat_other.keys()
     for key in flat_plain:
         np.testing.assert_allclose(flat_other[key], flat_plain[key], atol=1e-6, err_msg=str(key))
+
+
+@pytest.mark.parametrize("remat", ["full", "offload"])
+def test_offload_keeps_the_layer_inputs_in_host_memory(plain_model_and_grads, remat):
+    """remat="offload": the gradient's only saved residual is the stack of the layers' inputs, placed in
+    host memory ([layers, B, T, hidden]); "full" keeps everything on the device."""
+    path, ids, _, _ = plain_model_and_grads
+    model, config = load_pretrained(path, runtime=RuntimeOptions(scan_layers=True, remat=remat))
+    graphdef, state = nnx.split(model)
+
+    def loss(state):
+        return jnp.mean(token_logprobs(nnx.merge(graphdef, state), ids[:, :-1], ids[:, 1:]))
+
+    host_arrays = [eqn.outvars for eqn in _all_eqns(jax.make_jaxpr(jax.grad(loss))(state).jaxpr)]
+    host_shapes = {tuple(v.aval.shape) for outs in host_arrays for v in outs
+                   if "host" in str(getattr(v.aval, "memory_space", "")).lower()}
+    stacked = (config.num_layers, ids.shape[0], ids.shape[1] - 1, config.hidden_size)
+    assert (stacked in host_shapes) == (remat == "offload"), host_shapes
+
+
+def _all_eqns(jaxpr):
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for param in eqn.params.values():
+            for sub in param if isinstance(param, (tuple, list)) else [param]:
+                inner = getattr(sub, "jaxpr", sub)
+                if hasattr(inner, "eqns"):
+                    yield from _all_eqns(inner)
 
 
 def _flat_grads(grads, num_layers):
