@@ -11,7 +11,8 @@ from __future__ import annotations
 import dataclasses
 
 DTYPES = ("float32", "bfloat16", "float16")
-# per decoder layer: "none", "full" (keep only the layer's inputs), "dots" (keep matmul outputs)
+# per decoder layer: "none", "full" (keep only the layer's inputs), "dots" (keep matmul outputs),
+# "offload" (keep only the layer's inputs, in host memory)
 REMAT_POLICIES = ("none", "full", "dots", "offload")
 # the forms of cache-free forwards; models/attention.py holds the same tuple next to the code that
 # implements them (tests/models/test_presets.py keeps the two equal)

@@ -111,7 +111,7 @@ LAYER_INPUT = "decoder_layer_input"
 _REMAT = {
     "full": None,  # jax.checkpoint's default: keep only the inputs
     "dots": jax.checkpoint_policies.dots_with_no_batch_dims_saveable,
-    # keep only each layer's input, in host memory: the residuals leave the accelerator (docs/models.md §7)
+    # keep only each layer's input, in host memory: the residuals leave the accelerator (docs/models.md §7.2)
     "offload": jax.checkpoint_policies.save_and_offload_only_these_names(
         names_which_can_be_saved=[], names_which_can_be_offloaded=[LAYER_INPUT],
         offload_src="device", offload_dst="pinned_host"),

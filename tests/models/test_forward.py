@@ -176,14 +176,15 @@ def test_offload_keeps_the_layer_inputs_in_host_memory(plain_model_and_grads, re
     def loss(state):
         return jnp.mean(token_logprobs(nnx.merge(graphdef, state), ids[:, :-1], ids[:, 1:]))
 
-    host_arrays = [eqn.outvars for eqn in _all_eqns(jax.make_jaxpr(jax.grad(loss))(state).jaxpr)]
-    host_shapes = {tuple(v.aval.shape) for outs in host_arrays for v in outs
-                   if "host" in str(getattr(v.aval, "memory_space", "")).lower()}
+    outputs = [var for eqn in _all_eqns(jax.make_jaxpr(jax.grad(loss))(state).jaxpr) for var in eqn.outvars]
+    host_shapes = {tuple(var.aval.shape) for var in outputs
+                   if "host" in str(getattr(var.aval, "memory_space", "")).lower()}
     stacked = (config.num_layers, ids.shape[0], ids.shape[1] - 1, config.hidden_size)
     assert (stacked in host_shapes) == (remat == "offload"), host_shapes
 
 
 def _all_eqns(jaxpr):
+    """Every equation of a jaxpr, those of its sub-jaxprs (scan, remat, ...) included."""
     for eqn in jaxpr.eqns:
         yield eqn
         for param in eqn.params.values():
@@ -210,18 +211,8 @@ def _flat_grads(grads, num_layers):
 
 def _float_intermediates(jaxpr):
     """Shapes of every float array a (closed) jaxpr creates, sub-jaxprs (scan, remat, ...) included."""
-    shapes = []
-    for eqn in jaxpr.eqns:
-        for var in eqn.outvars:
-            aval = var.aval
-            if hasattr(aval, "shape") and jnp.issubdtype(aval.dtype, jnp.floating):
-                shapes.append(tuple(aval.shape))
-        for param in eqn.params.values():
-            for sub in param if isinstance(param, (tuple, list)) else [param]:
-                inner = getattr(sub, "jaxpr", sub)
-                if hasattr(inner, "eqns"):
-                    shapes.extend(_float_intermediates(inner))
-    return shapes
+    return [tuple(var.aval.shape) for eqn in _all_eqns(jaxpr) for var in eqn.outvars
+            if hasattr(var.aval, "shape") and jnp.issubdtype(var.aval.dtype, jnp.floating)]
 
 
 def test_chunked_logprobs_match_and_never_hold_full_logits(hf_checkpoint):
