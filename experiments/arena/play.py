@@ -125,7 +125,17 @@ class TransitionCache:
     def __init__(self, backend, split: str = "train"):
         self.backend, self.split = backend, split
         self.roots: dict[int, Node] = {}
+        self.nodes = 0  # states held in the tries
         self.stats = PlayStats()
+
+    def forget_if_over(self, max_nodes: int) -> bool:
+        """Drops every trie once they hold more than ``max_nodes`` states: the answers are exact, so
+        forgetting costs engine time only, and a long study's worker stays bounded in memory."""
+        if self.nodes <= max_nodes:
+            return False
+        self.roots.clear()
+        self.nodes = 0
+        return True
 
     def play(self, task_ids: Sequence[int], choose: Callable[[int, Node], str]) -> list[Episode]:
         """One episode per entry of ``task_ids``; ``choose(rollout, node)`` picks its next action.
@@ -191,13 +201,20 @@ class TransitionCache:
             self.stats.engine_resets += len(resets)
             for r, result in zip(resets, results):
                 queues[r].pop(0)
-                slot_node[r] = self.roots.setdefault(episodes[r].task_id, Node.of(result))
+                slot_node[r] = self._known(self.roots, episodes[r].task_id, result)
         if steps:
             actions = [queues[r].pop(0) for r in steps]
             results = self.backend.step(steps, actions)
             self.stats.engine_steps += len(steps)
             for r, action, result in zip(steps, actions, results):
-                slot_node[r] = slot_node[r].children.setdefault(action, Node.of(result))
+                slot_node[r] = self._known(slot_node[r].children, action, result)
+
+    def _known(self, nodes: dict, key, result: StepResult) -> Node:
+        """``nodes[key]``, made from ``result`` the first time (a replayed transition is already there)."""
+        if key not in nodes:
+            nodes[key] = Node.of(result)
+            self.nodes += 1
+        return nodes[key]
 
 
 def sampling_chooser(policy, seeds: Sequence[int | Sequence[int]]) -> Callable[[int, Node], str]:

@@ -62,12 +62,17 @@ def test_two_contestants_deterministic_and_reward_beats_random(tmp_path, capsys)
 
 
 def test_transition_cache_replays_exactly_what_the_engine_does():
-    """Rollouts through the cache (with hits, resets and prefix replays) equal live stepping."""
+    """Rollouts through the cache (with hits, resets and prefix replays) equal live stepping, also after
+    the cache forgot its states (a worker's bound on memory)."""
     make = lambda: make_adapter("textworld_express", game="coin", gold_path=False, max_steps=12)  # noqa: E731
     policy = TabularPolicy()
     cache = TransitionCache(AdapterBackend(make, 6))
     task_ids = [0, 0, 0, 1, 1, 1]
-    for round_ in range(2):  # the second round walks a trie the first one filled
+    for round_ in range(3):  # the second round walks a trie the first one filled; the third starts afresh
+        if round_ == 2:
+            assert cache.nodes == _count_states(cache.roots.values()) > 0
+            assert not cache.forget_if_over(cache.nodes) and cache.roots
+            assert cache.forget_if_over(cache.nodes - 1) and not cache.roots and cache.nodes == 0
         seeds = [[round_, r] for r in range(len(task_ids))]
         episodes = cache.play(task_ids, sampling_chooser(policy, seeds))
         live = make()
@@ -81,7 +86,12 @@ def test_transition_cache_replays_exactly_what_the_engine_does():
             assert result.done
         live.close()
     assert cache.stats.policy_steps > cache.stats.engine_steps - cache.stats.policy_steps  # hits happened
+    assert cache.nodes == _count_states(cache.roots.values())
     cache.backend.close()
+
+
+def _count_states(nodes) -> int:
+    return sum(1 + _count_states(node.children.values()) for node in nodes)
 
 
 def _objective(logits, rows, old_logits, clip):
