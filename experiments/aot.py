@@ -139,7 +139,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--dtype", default="bfloat16", help="weights and compute dtype, or 'config' for the config's")
     parser.add_argument("--logits-chunk", type=int, default=None,
                         help="LM-head positions per chunk in the PPO loss (default: the config's ppo.logits_chunk)")
-    parser.add_argument("--no-cost", action="store_true", help="leave out the train step's FLOPs and roofline")
+    parser.add_argument("--no-cost", action="store_true", help="leave out the train step's and prefill's FLOPs and roofline")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     return parser.parse_args(rest), overrides
 
@@ -268,8 +268,8 @@ class Report:
     code: int = 0
     compile_s: float = 0.0
     error: str = ""  # the compiler refused (e.g. out of HBM) or arguments alone exceed HBM
-    attention: str = ""  # the form the program's cache-free attention takes (train)
-    cost: dict = dataclasses.field(default_factory=dict)  # FLOPs, bytes and roofline per chip (train)
+    attention: str = ""  # the form the program's attention takes (train; prefill: a kernel or dense chunks)
+    cost: dict = dataclasses.field(default_factory=dict)  # FLOPs, bytes and roofline per chip (train, prefill)
 
     @property
     def total(self) -> int:
@@ -438,6 +438,44 @@ def train_cost(compiled, model_cfg, form: str, shape, chips: int, generation: st
             "mfu_bound": model_flops / (peak_flops * roofline_s)}
 
 
+def prefill_cost(compiled, model_cfg, form: str, batch: int, bucket: int, chunk: int, cache_slots: int,
+                 weight_bytes: int, cache_bytes: int, chips: int, generation: str) -> dict:
+    """FLOPs and HBM traffic per chip of one prefill call, a lower bound on its time and the MFU bound.
+
+    Counted from the model, as ``train_cost`` (XLA's figures count the chunks' loop body once):
+    ``2 N`` per prompt position for the decoder, the LM head at each row's last position, and the
+    attention: the dense form scores every chunk against all ``cache_slots``; a kernel (one pass) the
+    block pairs on or below the diagonal of the prompt. The traffic counts what every pass must read:
+    the weights (``weight_bytes`` per chip, replicated by the ``sample`` rules) and the KV cache's slots
+    (``cache_bytes``), once per chunk for the dense form, once for a kernel, plus the cache's write."""
+    from experiments.bench.device import matmul_params
+    from milegpo_jax.models import num_params
+    from milegpo_jax.models.attention import KERNEL_PLATFORMS, kernel_tile
+
+    head_params = model_cfg.vocab_size * model_cfg.hidden_size
+    positions = batch * bucket
+    decoder = 2.0 * (matmul_params(model_cfg, num_params(model_cfg)) - head_params) * positions
+    head = 2.0 * head_params * batch
+    # a query's scores and weighted values against one key: 4 * head_dim FLOPs per head and layer
+    unit = 4.0 * model_cfg.head_dim * model_cfg.num_heads * model_cfg.num_layers * positions
+    if form in KERNEL_PLATFORMS:
+        passes, n = 1, bucket // kernel_tile(bucket)
+        attention = unit * bucket * (n + 1) / (2 * n)
+    else:
+        passes = -(-bucket // chunk)
+        attention = unit * cache_slots
+    flops = (decoder + head + attention) / chips
+    traffic = passes * (weight_bytes + cache_bytes) + cache_bytes
+    analysis = compiled.cost_analysis()
+    analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
+    peak_flops, bandwidth = PEAK[generation]
+    roofline_s = max(flops / peak_flops, traffic / bandwidth)
+    return {"flops": flops, "model_flops": (decoder + head) / chips, "passes": passes,
+            "xla_flops": float(analysis.get("flops", 0.0)), "xla_bytes": float(analysis.get("bytes accessed", 0.0)),
+            "traffic_bytes": float(traffic), "compute_s": flops / peak_flops, "memory_s": traffic / bandwidth,
+            "roofline_s": roofline_s, "mfu_bound": (decoder + head) / chips / (peak_flops * roofline_s)}
+
+
 def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = "", cost: bool = False) -> Report:
     from milegpo_jax.models.attention import choose_attention
     from milegpo_jax.parallel import logical_sharding
@@ -465,12 +503,16 @@ def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = 
     return report
 
 
-def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[Report]:
+def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str], generation: str = "",
+                     cost: bool = False) -> list[Report]:
     import functools
 
     import jax
     import numpy as np
 
+    from flax import nnx
+
+    from milegpo_jax.models.attention import choose_cache_attention
     from milegpo_jax.parallel import logical_sharding
     from milegpo_jax.sampling.config import SamplingConfig
     from milegpo_jax.sampling.plan import plan_generation
@@ -512,8 +554,16 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str]) -> list[
         lambda: prefill.lower(params, ids, ids, controls, graphdef=graphdef, switches=switches),
         hbm,
     )
+    # the form the prefill's attention takes (the sampler's one pass by a kernel, or dense chunks)
+    prefill_report.attention = choose_cache_attention(model_cfg.attention_impl, "tpu", bucket, 0)
     if compiled is None:
         prefill_report.arguments = per_chip_bytes((params, ids, ids, controls))
+    elif cost:
+        cache = jax.eval_shape(lambda: nnx.merge(graphdef, params).init_cache(batch, plan.cache_len))
+        cache_bytes = per_chip_bytes(with_shardings(cache, compiled.output_shardings.cache))
+        prefill_report.cost = prefill_cost(compiled, model_cfg, prefill_report.attention, batch, bucket,
+                                           switches.prefill_chunk, plan.cache_len, per_chip_bytes(params),
+                                           cache_bytes, mesh.size, generation)
     if "prefill" in what:
         reports.append(prefill_report)
     if "decode" in what:
@@ -583,7 +633,7 @@ def run(args, overrides) -> tuple[dict, bool]:
         reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args),
                                      generation, cost=not args.no_cost))
     if "prefill" in what or "decode" in what:
-        reports += sampler_programs(config, model_cfg, mesh, hbm, set(what))
+        reports += sampler_programs(config, model_cfg, mesh, hbm, set(what), generation, cost=not args.no_cost)
 
     print("per chip, GiB:")
     print(f"{'program':8s} {'args':>7s} {'outputs':>7s} {'aliased':>7s} {'temps':>7s} {'code':>7s} {'total':>7s} / HBM  compile_s")
@@ -593,8 +643,10 @@ def run(args, overrides) -> tuple[dict, bool]:
         print(f"{'':8s} ({report.shapes}{attention})")
         if report.cost:
             c = report.cost
-            print(f"{'':8s} per chip and step: {c['flops'] / 1e12:.1f} TFLOP (XLA counts {c['xla_flops'] / 1e12:.1f}, "
-                  f"{c['xla_bytes'] / GIB:.1f} GiB of HBM traffic, loop bodies once); at least "
+            traffic = (f"{c['traffic_bytes'] / GIB:.1f} GiB of HBM traffic in {c['passes']} pass(es) over the weights"
+                       if "passes" in c else f"{c['xla_bytes'] / GIB:.1f} GiB of HBM traffic, loop bodies once")
+            print(f"{'':8s} per chip and {'call' if 'passes' in c else 'step'}: {c['flops'] / 1e12:.1f} TFLOP "
+                  f"(XLA counts {c['xla_flops'] / 1e12:.1f}; {traffic}); at least "
                   f"{c['roofline_s']:.2f} s on {generation} (compute {c['compute_s']:.2f} s, memory "
                   f"{c['memory_s']:.2f} s); MFU at most {c['mfu_bound']:.0%}")
     failed = [r for r in reports if not r.fits(hbm)]

@@ -63,6 +63,18 @@ class SegmentKernel(NamedTuple):
     interpret: bool
 
 
+class CacheKernel(NamedTuple):
+    """The mask of a cached forward (a prefill) run by a fused kernel: this call's ``T`` queries sit at
+    cache slots ``[start, start + T)`` and see the slots ``[0, start + T)`` at or before them whose
+    segment id equals theirs. ``start`` is static: the slots the caller knows were written before."""
+
+    q_segments: jax.Array  # [B, T]
+    kv_segments: jax.Array  # [B, start + T]
+    start: int
+    impl: str
+    interpret: bool
+
+
 def check_attention_impl(impl: str, platform: str) -> None:
     """Refuses a kernel on a platform it cannot run on (``platform``: "cpu", "gpu" or "tpu")."""
     if impl not in ATTENTION_IMPLS:
@@ -88,6 +100,23 @@ def choose_attention(impl: str, platform: str, length: int, block: int) -> str:
         impl = "blocks"
     if impl == "blocks" and uses_blocks(length, block):
         return "blocks"
+    return "xla"
+
+
+def choose_cache_attention(impl: str, platform: str, length: int, start: int) -> str:
+    """The form of a prefill of ``length`` positions on top of ``start`` written cache slots: a kernel
+    ("splash", "gpu_flash") or "xla" (dense over the cache's slots, as every decode step).
+
+    Splash takes an offset causal mask and separate query and key segment ids, so it serves any
+    ``start``; the GPU kernel has one segment array and a square causal mask, so it serves an empty
+    cache only (``start == 0``). Both need whole 128-position blocks. CPU (``auto``) keeps the dense form."""
+    if impl == "auto":
+        impl = next((name for name, where in KERNEL_PLATFORMS.items() if where == platform), "xla")
+    whole_blocks = length % KERNEL_BLOCK == 0 and start % KERNEL_BLOCK == 0
+    if impl == "splash" and whole_blocks:
+        return impl
+    if impl == "gpu_flash" and whole_blocks and start == 0:
+        return impl
     return "xla"
 
 
@@ -157,11 +186,13 @@ __all__ = [
     "KERNEL_BLOCK",
     "KERNEL_PLATFORMS",
     "MASKED",
+    "CacheKernel",
     "SegmentBlocks",
     "SegmentKernel",
     "blocked_causal_attention",
     "check_attention_impl",
     "choose_attention",
+    "choose_cache_attention",
     "dense_attention",
     "kernel_tile",
     "uses_blocks",

@@ -62,7 +62,14 @@ import jax.numpy as jnp
 from jax.ad_checkpoint import checkpoint_name
 from flax import nnx
 
-from milegpo_jax.models.attention import KERNEL_PLATFORMS, SegmentBlocks, SegmentKernel, choose_attention
+from milegpo_jax.models.attention import (
+    KERNEL_PLATFORMS,
+    CacheKernel,
+    SegmentBlocks,
+    SegmentKernel,
+    choose_attention,
+    choose_cache_attention,
+)
 from milegpo_jax.models.layers import DecoderLayer, RMSNorm, make_param, normal_init, rope_inverse_frequencies, rope_tables
 from milegpo_jax.models.logprobs import project_to_vocab
 from milegpo_jax.models.model_config import ModelConfig
@@ -167,9 +174,14 @@ class Qwen2(nnx.Module):
         positions: jax.Array | None = None,
         attention_mask: jax.Array | None = None,
         cache: KVCache | None = None,
+        cache_start: int | None = None,
         frozen_layers: int = 0,
     ) -> tuple[jax.Array, KVCache | None]:
         """Final-norm hidden states ``[B, T, hidden]`` (compute dtype) and the advanced cache.
+
+        ``cache_start``: with a cache, the slots written before this call when the caller knows them
+        statically (a prefill: 0, or the shared prefix's length). It lets a fused kernel attend over
+        slots ``[0, cache_start + T)`` instead of scoring every slot (``prefill_uses_kernel``).
 
         ``frozen_layers``: no gradient flows into the embedding and the first this many decoder
         layers (their output is ``stop_gradient``-ed), so a backward pass stops there
@@ -182,12 +194,10 @@ class Qwen2(nnx.Module):
         if positions is not None and positions.shape != (b, t):
             raise ValueError(f"positions has shape {positions.shape}, input_ids {(b, t)}")
 
+        platform = self.platform()
         if cache is None:
             if positions is None:
                 positions = positions_within_segments(segments)
-            # the platform the program is built for: the mesh's devices (a TPU topology when compiling
-            # ahead of time on a CPU host), else the default backend
-            platform = sh.mesh.devices.flat[0].platform if sh is not None else jax.default_backend()
             form = choose_attention(options.attention_impl, platform, t, options.attention_block)
             if form in KERNEL_PLATFORMS:
                 mask = SegmentKernel(segments, form, interpret=platform == "cpu")
@@ -210,13 +220,20 @@ class Qwen2(nnx.Module):
                 seen = jnp.sum(cache.segment_ids != 0, axis=1, dtype=jnp.int32)
                 positions = jnp.maximum(seen[:, None] + jnp.cumsum(segments != 0, axis=1) - 1, 0)
             slot_segments = jax.lax.dynamic_update_slice(cache.segment_ids, segments, (0, cache_index))
-            query_slots = cache_index + jnp.arange(t)
-            key_slots = jnp.arange(cache.max_len)
-            mask = (
-                (slot_segments[:, None, :] == segments[:, :, None])
-                & (slot_segments[:, None, :] != 0)
-                & (key_slots[None, None, :] <= query_slots[None, :, None])
-            )
+            if self.prefill_uses_kernel(t, cache_start):
+                if not isinstance(cache.index, jax.core.Tracer) and int(cache.index) != cache_start:
+                    raise ValueError(f"cache_start={cache_start}, but the cache has {int(cache.index)} slots written")
+                form = choose_cache_attention(options.attention_impl, platform, t, cache_start)
+                mask = CacheKernel(segments, slot_segments[:, : cache_start + t], cache_start, form,
+                                   interpret=platform == "cpu")
+            else:
+                query_slots = cache_index + jnp.arange(t)
+                key_slots = jnp.arange(cache.max_len)
+                mask = (
+                    (slot_segments[:, None, :] == segments[:, :, None])
+                    & (slot_segments[:, None, :] != 0)
+                    & (key_slots[None, None, :] <= query_slots[None, :, None])
+                )
             kv = (cache.keys, cache.values)
 
         x = jnp.take(self.embedding[...], input_ids, axis=0).astype(options.compute_dtype)
@@ -236,6 +253,20 @@ class Qwen2(nnx.Module):
                 index=cache.index + t,
             )
         return hidden, cache
+
+    def platform(self) -> str:
+        """The platform the model's programs are built for: the mesh's devices (a TPU topology when
+        compiling ahead of time on a CPU host), else the default backend."""
+        return self.sharding.mesh.devices.flat[0].platform if self.sharding is not None else jax.default_backend()
+
+    def prefill_uses_kernel(self, length: int, cache_start: int | None) -> bool:
+        """Whether a prefill of ``length`` positions on top of ``cache_start`` written slots runs a fused
+        kernel (``choose_cache_attention``; docs/models.md §7.1). Then the sampler prefills the prompt in
+        one pass, not in chunks: the kernel never holds the scores that chunking bounds."""
+        if cache_start is None:
+            return False
+        form = choose_cache_attention(self.runtime.attention_impl, self.platform(), length, cache_start)
+        return form in KERNEL_PLATFORMS
 
     def _decoder_stack(self, x, cos, sin, mask, kv, cache_index, frozen_layers: int = 0):
         cfg, options, sh = self.config, self.runtime, self.sharding

@@ -202,11 +202,17 @@ def _record_next_token(state: DecodeState, logits: jax.Array, controls: Controls
     )
 
 
-def _prefill_rows(model: Qwen2, cache: KVCache, ids, mask, chunk: int):
-    """``ids [B, L]`` through the model into ``cache``, ``chunk`` positions per step (a ``lax.scan``:
-    scores are [batch, heads, chunk, cache slots], not the prompt's square); returns the advanced cache
-    and each row's hidden state at its last position ``[B, hidden]``."""
+def _prefill_rows(model: Qwen2, cache: KVCache, ids, mask, chunk: int, start: int):
+    """``ids [B, L]`` through the model into ``cache`` (``start`` slots already written), ``chunk``
+    positions per step (a ``lax.scan``: scores are [batch, heads, chunk, cache slots], not the prompt's
+    square); returns the advanced cache and each row's hidden state at its last position ``[B, hidden]``.
+
+    Where a fused kernel serves the prefill (TPU, GPU: ``model.prefill_uses_kernel``) the prompt goes
+    in one pass: the kernel holds no scores, and one pass reads the weights once instead of once per chunk."""
     batch, length = ids.shape
+    if model.prefill_uses_kernel(length, start):
+        hidden, cache = model.hidden_states(ids, attention_mask=mask, cache=cache, cache_start=start)
+        return cache, hidden[:, -1]
 
     def prefill_chunk(cache, chunk_arrays):
         ids, mask = chunk_arrays
@@ -258,7 +264,7 @@ def prefill(params, prompt_ids, prompt_mask, controls: Controls, *, graphdef, sw
     model = nnx.merge(graphdef, params)
     batch, bucket = prompt_ids.shape
     cache = model.init_cache(batch, bucket + switches.budget)
-    cache, last_hidden = _prefill_rows(model, cache, prompt_ids, prompt_mask, switches.prefill_chunk)
+    cache, last_hidden = _prefill_rows(model, cache, prompt_ids, prompt_mask, switches.prefill_chunk, 0)
     logits = model.logits(last_hidden[:, None])[:, 0]  # prompts are left-padded: the last slot is real
     return _first_state(model, cache, logits, controls, switches)
 
@@ -272,9 +278,10 @@ def prefill_shared(params, prefix_ids, prefix_mask, suffix_ids, suffix_mask, row
     model = nnx.merge(graphdef, params)
     cache = model.init_cache(1, prefix_ids.shape[1] + suffix_ids.shape[1] + switches.budget)
     if prefix_ids.shape[1]:
-        cache, _ = _prefill_rows(model, cache, prefix_ids, prefix_mask, prefix_chunk)
+        cache, _ = _prefill_rows(model, cache, prefix_ids, prefix_mask, prefix_chunk, 0)
     cache = _take_rows(cache, jnp.zeros(suffix_ids.shape[0], jnp.int32), model.sharding)
-    cache, last_hidden = _prefill_rows(model, cache, suffix_ids, suffix_mask, switches.prefill_chunk)
+    cache, last_hidden = _prefill_rows(model, cache, suffix_ids, suffix_mask, switches.prefill_chunk,
+                                       prefix_ids.shape[1])
     logits = model.logits(last_hidden[:, None])[:, 0]
     return _first_state(model, _take_rows(cache, row_suffix, model.sharding), logits[row_suffix], controls, switches)
 

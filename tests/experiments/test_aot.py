@@ -76,6 +76,32 @@ def test_tiny_model_compiles_for_a_v5e_slice_and_reports_memory_per_chip():
     assert cost["flops"] >= cost["model_flops"] > 0 and cost["xla_flops"] > 0 and cost["xla_bytes"] > 0
     assert cost["roofline_s"] == max(cost["flops"] / 197e12, cost["xla_bytes"] / 819e9)
     assert 0 < cost["mfu_bound"] <= 1
+    # the prefill: a 32-position bucket is less than a kernel block, so the dense form over the cache's
+    # slots, here in one chunk (the sampler's 2,048 prefill tokens over 8 rows cover the bucket)
+    prefill = programs["prefill"]
+    assert prefill["attention"] == "xla" and prefill["cost"]["passes"] == 1
+    assert prefill["cost"]["roofline_s"] >= prefill["cost"]["compute_s"] > 0
+
+
+@needs_libtpu
+def test_the_prefill_runs_splash_in_one_pass():
+    """A prompt bucket of whole kernel blocks: the compiled prefill calls the Splash kernel on the TPU
+    and reads the weights once, where the dense form reads them once per chunk (docs/models.md §7.1)."""
+    shape = [*TINY, "--config.sampling.max_prompt_tokens=256", "--config.env.groups_per_iteration=8",
+             "--topology", "v5e:2x2", "--what", "prefill", "--json"]
+    reports = {}
+    for attention in ("auto", "xla"):
+        result = run_aot(*shape, f"--config.model.attention_impl={attention}")
+        assert result.returncode == 0, result.stdout + result.stderr
+        reports[attention] = last_json(result.stdout)["programs"][0]
+    fused, dense = reports["auto"], reports["xla"]
+    assert fused["attention"] == "splash" and dense["attention"] == "xla"
+    # 32 rows: the sampler's 2,048 prefill tokens per chunk are 64 per row, 4 chunks of the 256 bucket
+    assert fused["cost"]["passes"] == 1 and dense["cost"]["passes"] == 4
+    assert fused["cost"]["traffic_bytes"] < dense["cost"]["traffic_bytes"] / 2
+    # the same decoder FLOPs; the kernel scores the prompt's causal half, the dense form all 264 cache slots
+    assert fused["cost"]["model_flops"] == dense["cost"]["model_flops"]
+    assert fused["cost"]["flops"] < dense["cost"]["flops"]
 
 
 @needs_libtpu

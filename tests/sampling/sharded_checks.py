@@ -127,3 +127,19 @@ def test_prefix_sharing_under_the_mesh_equals_a_full_single_device_prefill(model
             got = generate(sampler, prompts, config.replace(prefix_sharing=True), key=key)
         _assert_same(got, want)
         assert got.prefill_positions < want.prefill_positions
+
+
+def test_kernel_prefill_under_the_mesh_equals_the_dense_single_device_prefill(checkpoint, models):
+    """Splash (Pallas's interpreter) in a shard_map per device for the plain and the shared prefill:
+    rows over data x fsdp, heads over tensor, the suffix's keys starting at the prefix's slots."""
+    from milegpo_jax.models.runtime import RuntimeOptions
+    from tests.sampling.test_kernel_prefill import kernel_sized_prompts
+
+    plain, _, _ = models
+    mesh = parallel.make_mesh({"data": 2, "fsdp": 2, "tensor": 2})
+    fused, _ = load_pretrained(checkpoint[1], mesh=mesh, mode="sample", runtime=RuntimeOptions(attention_impl="splash"))
+    prompts = kernel_sized_prompts()
+    config = SamplingConfig(max_new_tokens=4, temperature=0.0)
+    assert fused.prefill_uses_kernel(256, 0) and fused.prefill_uses_kernel(128, 128)
+    for sharing in (False, True):
+        _assert_same(generate(fused, prompts, config.replace(prefix_sharing=sharing)), generate(plain, prompts, config))
