@@ -643,7 +643,8 @@ def run(args, overrides) -> tuple[dict, bool]:
         print(f"{'':8s} ({report.shapes}{attention})")
         if report.cost:
             c = report.cost
-            traffic = (f"{c['traffic_bytes'] / GIB:.1f} GiB of HBM traffic in {c['passes']} pass(es) over the weights"
+            passes = f"{c.get('passes')} pass{'' if c.get('passes') == 1 else 'es'}"
+            traffic = (f"{c['traffic_bytes'] / GIB:.1f} GiB of HBM traffic in {passes} over the weights"
                        if "passes" in c else f"{c['xla_bytes'] / GIB:.1f} GiB of HBM traffic, loop bodies once")
             print(f"{'':8s} per chip and {'call' if 'passes' in c else 'step'}: {c['flops'] / 1e12:.1f} TFLOP "
                   f"(XLA counts {c['xla_flops'] / 1e12:.1f}; {traffic}); at least "

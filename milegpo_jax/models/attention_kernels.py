@@ -11,6 +11,10 @@ what the training step's memory on a TPU or GPU slice is mostly made of (docs/mo
 * ``gpu_flash``: the Pallas GPU flash-attention kernel (``jax.experimental.pallas.ops.gpu.attention``),
   causal with segment ids; it takes one KV head per query head, so KV heads are repeated.
 
+The sampler's prefill uses them too: its queries are the last ``T`` of ``S`` cache slots (the ``S - T``
+before them written by an earlier stage), given as ``kv_segments``; Splash takes that as a causal mask
+with an offset, the GPU kernel only ``S == T``.
+
 Under a mesh the kernel runs per device in a ``shard_map``: rows over the axes the ``batch`` rule
 gives them, heads over ``tensor`` where the KV heads divide (else the KV heads are repeated so the
 query heads can split). ``interpret`` runs the kernels in Pallas's interpreter: how they are tested on
