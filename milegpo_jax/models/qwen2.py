@@ -44,8 +44,9 @@ non-padding slots at or before each query's slot, and returns the advanced cache
 With a cache each row holds one sequence (segment ids only say real vs padding). ``index + T`` must
 not exceed ``max_len``: an eager call raises; inside ``jit`` the caller sizes the cache (an overflowing
 write would be clamped by ``dynamic_update_slice``). A prefill that passes ``cache_start`` (the slots
-written before it, known statically) attends by a fused kernel on TPU/GPU (docs/models.md §7.1). For prefill, ``model.hidden_states(...)`` and
-``model.logits(hidden[:, -1:])`` avoid the LM head on every prompt position. Pass the cache through
+written before it, known statically) attends by a fused kernel on TPU/GPU (docs/models.md §7.1). For
+prefill, ``model.hidden_states(...)`` and ``model.logits(hidden[:, -1:])`` avoid the LM head on every
+prompt position. Pass the cache through
 ``jax.jit(..., donate_argnums=...)`` so XLA updates it in place.
 
 Token log-probabilities
