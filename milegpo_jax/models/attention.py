@@ -55,22 +55,14 @@ class SegmentBlocks(NamedTuple):
 
 
 class SegmentKernel(NamedTuple):
-    """The mask of a training forward run by a fused kernel: segment ids ``[B, T]`` (0: padding), the
-    kernel's name and whether Pallas interprets it (on CPU, where the kernels are tested)."""
+    """The mask of a forward run by a fused kernel: query segment ids ``[B, T]`` and key segment ids
+    ``[B, S]`` (0: padding), the kernel's name and whether Pallas interprets it (on CPU, where the
+    kernels are tested). The queries are the last ``T`` of the ``S`` key positions: ``S == T`` for a
+    training forward (the same array twice); a prefill on top of ``S - T`` cache slots written before
+    it sees those slots too."""
 
-    segments: jax.Array
-    impl: str
-    interpret: bool
-
-
-class CacheKernel(NamedTuple):
-    """The mask of a cached forward (a prefill) run by a fused kernel: this call's ``T`` queries sit at
-    cache slots ``[start, start + T)`` and see the slots ``[0, start + T)`` at or before them whose
-    segment id equals theirs. ``start`` is static: the slots the caller knows were written before."""
-
-    q_segments: jax.Array  # [B, T]
-    kv_segments: jax.Array  # [B, start + T]
-    start: int
+    segments: jax.Array  # [B, T]
+    kv_segments: jax.Array  # [B, S]
     impl: str
     interpret: bool
 
@@ -186,7 +178,6 @@ __all__ = [
     "KERNEL_BLOCK",
     "KERNEL_PLATFORMS",
     "MASKED",
-    "CacheKernel",
     "SegmentBlocks",
     "SegmentKernel",
     "blocked_causal_attention",

@@ -15,13 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.attention import (
-    CacheKernel,
-    SegmentBlocks,
-    SegmentKernel,
-    blocked_causal_attention,
-    dense_attention,
-)
+from milegpo_jax.models.attention import SegmentBlocks, SegmentKernel, blocked_causal_attention, dense_attention
 from milegpo_jax.models.attention_kernels import fused_causal_attention
 from milegpo_jax.models.model_config import ModelConfig
 from milegpo_jax.parallel import constrain
@@ -103,8 +97,8 @@ class Attention(nnx.Module):
         self.k_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
 
     def __call__(self, x, cos, sin, mask, sharding, kv, layer_index, cache_index):
-        """x ``[B, T, D]``; mask bool ``[B, T, S]``, ``SegmentBlocks``, ``SegmentKernel`` or (with a cache)
-        ``CacheKernel``; kv: ``None`` or the whole cache's (keys, values)."""
+        """x ``[B, T, D]``; mask bool ``[B, T, S]``, ``SegmentBlocks`` or ``SegmentKernel``; kv: ``None`` or the whole
+        cache's (keys, values)."""
         dt = x.dtype
 
         def project(kernel, bias, norm, axes):
@@ -130,12 +124,11 @@ class Attention(nnx.Module):
         b, t, n, h = q.shape
         q = q.reshape(b, t, k.shape[2], n // k.shape[2], h)  # heads of one KV group are adjacent (as repeat_kv)
         if isinstance(mask, SegmentKernel):
-            out = fused_causal_attention(q, k, v, mask.segments, mask.impl, sharding=sharding,
-                                         interpret=mask.interpret)
-        elif isinstance(mask, CacheKernel):  # a prefill: the slots written so far, ending with this call's
-            seen = mask.start + t
-            out = fused_causal_attention(q, k[:, :seen], v[:, :seen], mask.q_segments, mask.impl,
-                                         kv_segments=mask.kv_segments, sharding=sharding, interpret=mask.interpret)
+            seen = mask.kv_segments.shape[1]  # with a cache: the slots written so far, ending with this call's
+            if seen < k.shape[1]:
+                k, v = k[:, :seen], v[:, :seen]
+            out = fused_causal_attention(q, k, v, mask.segments, mask.impl, kv_segments=mask.kv_segments,
+                                         sharding=sharding, interpret=mask.interpret)
         elif isinstance(mask, SegmentBlocks):
             out = blocked_causal_attention(q, k, v, mask.segments, mask.block)
         else:

@@ -46,8 +46,7 @@ not exceed ``max_len``: an eager call raises; inside ``jit`` the caller sizes th
 write would be clamped by ``dynamic_update_slice``). A prefill that passes ``cache_start`` (the slots
 written before it, known statically) attends by a fused kernel on TPU/GPU (docs/models.md §7.1). For
 prefill, ``model.hidden_states(...)`` and ``model.logits(hidden[:, -1:])`` avoid the LM head on every
-prompt position. Pass the cache through
-``jax.jit(..., donate_argnums=...)`` so XLA updates it in place.
+prompt position. Pass the cache through ``jax.jit(..., donate_argnums=...)`` so XLA updates it in place.
 
 Token log-probabilities
 -----------------------
@@ -66,7 +65,6 @@ from flax import nnx
 
 from milegpo_jax.models.attention import (
     KERNEL_PLATFORMS,
-    CacheKernel,
     SegmentBlocks,
     SegmentKernel,
     choose_attention,
@@ -202,7 +200,7 @@ class Qwen2(nnx.Module):
                 positions = positions_within_segments(segments)
             form = choose_attention(options.attention_impl, platform, t, options.attention_block)
             if form in KERNEL_PLATFORMS:
-                mask = SegmentKernel(segments, form, interpret=platform == "cpu")
+                mask = SegmentKernel(segments, segments, form, interpret=platform == "cpu")
             elif form == "blocks":
                 mask = SegmentBlocks(segments, options.attention_block)
             else:
@@ -222,12 +220,11 @@ class Qwen2(nnx.Module):
                 seen = jnp.sum(cache.segment_ids != 0, axis=1, dtype=jnp.int32)
                 positions = jnp.maximum(seen[:, None] + jnp.cumsum(segments != 0, axis=1) - 1, 0)
             slot_segments = jax.lax.dynamic_update_slice(cache.segment_ids, segments, (0, cache_index))
-            if self.prefill_uses_kernel(t, cache_start):
+            form = self.prefill_attention(t, cache_start)
+            if form in KERNEL_PLATFORMS:
                 if not isinstance(cache.index, jax.core.Tracer) and int(cache.index) != cache_start:
                     raise ValueError(f"cache_start={cache_start}, but the cache has {int(cache.index)} slots written")
-                form = choose_cache_attention(options.attention_impl, platform, t, cache_start)
-                mask = CacheKernel(segments, slot_segments[:, : cache_start + t], cache_start, form,
-                                   interpret=platform == "cpu")
+                mask = SegmentKernel(segments, slot_segments[:, : cache_start + t], form, interpret=platform == "cpu")
             else:
                 query_slots = cache_index + jnp.arange(t)
                 key_slots = jnp.arange(cache.max_len)
@@ -261,14 +258,18 @@ class Qwen2(nnx.Module):
         compiling ahead of time on a CPU host), else the default backend."""
         return self.sharding.mesh.devices.flat[0].platform if self.sharding is not None else jax.default_backend()
 
-    def prefill_uses_kernel(self, length: int, cache_start: int | None) -> bool:
-        """Whether a prefill of ``length`` positions on top of ``cache_start`` written slots runs a fused
-        kernel (``choose_cache_attention``; docs/models.md §7.1). Then the sampler prefills the prompt in
-        one pass, not in chunks: the kernel never holds the scores that chunking bounds."""
+    def prefill_attention(self, length: int, cache_start: int | None) -> str:
+        """The form of a cached forward of ``length`` positions on top of ``cache_start`` written slots:
+        a kernel's name or "xla", the dense form over every slot (always when ``cache_start`` is not
+        known; ``choose_cache_attention``, docs/models.md §7.1)."""
         if cache_start is None:
-            return False
-        form = choose_cache_attention(self.runtime.attention_impl, self.platform(), length, cache_start)
-        return form in KERNEL_PLATFORMS
+            return "xla"
+        return choose_cache_attention(self.runtime.attention_impl, self.platform(), length, cache_start)
+
+    def prefill_uses_kernel(self, length: int, cache_start: int | None) -> bool:
+        """Whether that prefill runs a fused kernel. Then the sampler prefills the prompt in one pass,
+        not in chunks: the kernel never holds the scores that chunking bounds."""
+        return self.prefill_attention(length, cache_start) in KERNEL_PLATFORMS
 
     def _decoder_stack(self, x, cos, sin, mask, kv, cache_index, frozen_layers: int = 0):
         cfg, options, sh = self.config, self.runtime, self.sharding
