@@ -38,6 +38,7 @@ HASH_EXCLUDED = (
     "env.step_timeout_s",
     "env.reset_timeout_s",
     "ppo.logits_chunk",  # memory layout only: the same log-probs either way
+    "ppo.share_prefixes",  # likewise: shared prompt prefixes give the same log-probs up to rounding
     "model.attention_block",  # the order of the attention sums only: the same log-probs up to rounding
     "model.attention_impl",  # likewise: dense, blocks or a fused kernel compute the same attention
     "mesh",

@@ -250,6 +250,9 @@ class PPOSection:
     # full fp32 logits take GiBs; chunks keep one [rows, chunk, vocab] block alive at a time.
     logits_chunk: int = 0
     loss_agg: str = "token-mean"
+    # each shared prompt prefix computed once per packed sequence (tree-packed rows, docs/training.md
+    # §3.1): the same update to float rounding, so off only to compare or bisect (outside the hash)
+    share_prefixes: bool = True
 
     def __post_init__(self):
         if not 0.0 < self.clip_low < 1.0:

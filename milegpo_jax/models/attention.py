@@ -48,10 +48,34 @@ def kernel_tile(length: int) -> int:
 
 
 class SegmentBlocks(NamedTuple):
-    """The mask of a training forward: segment ids ``[B, T]`` (0: padding) and the block size."""
+    """The mask of a training forward: segment ids ``[B, T]`` (0: padding), the block size, and for
+    tree-packed rows each position's ancestor segments ``[B, T, D]`` (``same_or_ancestor``)."""
 
     segments: jax.Array
     block: int
+    ancestors: jax.Array | None = None
+
+
+class TreeExpansion(NamedTuple):
+    """How a fused kernel runs tree-packed rows (``train/packing.py``, docs/training.md §3.1): each
+    segment's queries, keys and values are gathered after its ancestors' keys and values
+    (``index [B, E]``, segment ids ``segments [B, E]``), where causal attention within a segment is the
+    tree's attention; ``collect [B, T]`` takes each position's output back."""
+
+    index: jax.Array
+    segments: jax.Array
+    collect: jax.Array
+
+
+def same_or_ancestor(q_segments: jax.Array, k_segments: jax.Array, ancestors: jax.Array | None) -> jax.Array:
+    """``[..., Tq, Tk]``: the key is real and in the query's segment or in one of its ancestors
+    (``ancestors [..., Tq, D]``, 0: no ancestor at that level). Causality is the caller's: a tree lays
+    ancestors out before their descendants."""
+    seen = q_segments[..., :, None] == k_segments[..., None, :]
+    if ancestors is not None:
+        for level in range(ancestors.shape[-1]):
+            seen = seen | (ancestors[..., :, None, level] == k_segments[..., None, :])
+    return seen & (k_segments[..., None, :] != 0)
 
 
 class SegmentKernel(NamedTuple):
@@ -65,6 +89,12 @@ class SegmentKernel(NamedTuple):
     kv_segments: jax.Array  # [B, S]
     impl: str
     interpret: bool
+    tree: TreeExpansion | None = None  # tree-packed rows: the kernel runs over the expanded layout
+
+
+def expand_tree(x: jax.Array, index: jax.Array) -> jax.Array:
+    """``x [B, T, ...]`` gathered at ``index [B, E]`` along the positions (gradients scatter-add back)."""
+    return jnp.take_along_axis(x, index.reshape(index.shape + (1,) * (x.ndim - 2)), axis=1)
 
 
 def check_attention_impl(impl: str, platform: str) -> None:
@@ -132,9 +162,11 @@ def _shift_blocks(x: jax.Array, offset: int, fill: float) -> jax.Array:
     return jnp.pad(x, [(0, 0), (offset, 0)] + [(0, 0)] * (x.ndim - 2), constant_values=fill)
 
 
-def blocked_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, block: int) -> jax.Array:
-    """Causal attention within segments (``segments [B, T]``, 0: padding), block pairs on or below
-    the diagonal only. ``T`` must be a multiple of ``block``."""
+def blocked_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments: jax.Array, block: int,
+                             ancestors: jax.Array | None = None) -> jax.Array:
+    """Causal attention within segments (``segments [B, T]``, 0: padding) and, for tree-packed rows,
+    into each position's ancestor segments (``ancestors [B, T, D]``), block pairs on or below the
+    diagonal only. ``T`` must be a multiple of ``block``."""
     b, t, kv_heads, groups, h = q.shape
     if t % block or k.shape[1] != t:
         raise ValueError(f"blocked attention needs T == S, a multiple of block {block}; got {t} and {k.shape[1]}")
@@ -143,6 +175,7 @@ def blocked_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments:
     kb = k.reshape(b, n, block, kv_heads, h)
     vb = v.reshape(b, n, block, kv_heads, h)
     sb = segments.reshape(b, n, block)
+    ab = None if ancestors is None else ancestors.reshape(b, n, block, ancestors.shape[-1])
     within_block = jnp.tril(jnp.ones((block, block), bool))
     scale = 1.0 / math.sqrt(h)
 
@@ -151,7 +184,7 @@ def blocked_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments:
     for offset in range(n):
         s = jnp.einsum("bnqkgh,bnskh->bnkgqs", qb[:, offset:], kb[:, : n - offset],
                        preferred_element_type=jnp.float32) * scale
-        seen = (sb[:, offset:, :, None] == sb[:, : n - offset, None, :]) & (sb[:, : n - offset, None, :] != 0)
+        seen = same_or_ancestor(sb[:, offset:], sb[:, : n - offset], None if ab is None else ab[:, offset:])
         if offset == 0:
             seen = seen & within_block
         scores.append(jnp.where(seen[:, :, None, None], s, MASKED))
@@ -180,11 +213,14 @@ __all__ = [
     "MASKED",
     "SegmentBlocks",
     "SegmentKernel",
+    "TreeExpansion",
     "blocked_causal_attention",
     "check_attention_impl",
     "choose_attention",
     "choose_cache_attention",
     "dense_attention",
+    "expand_tree",
     "kernel_tile",
+    "same_or_ancestor",
     "uses_blocks",
 ]

@@ -15,7 +15,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.attention import SegmentBlocks, SegmentKernel, blocked_causal_attention, dense_attention
+from milegpo_jax.models.attention import (
+    SegmentBlocks,
+    SegmentKernel,
+    blocked_causal_attention,
+    dense_attention,
+    expand_tree,
+)
 from milegpo_jax.models.attention_kernels import fused_causal_attention
 from milegpo_jax.models.model_config import ModelConfig
 from milegpo_jax.parallel import constrain
@@ -123,14 +129,20 @@ class Attention(nnx.Module):
 
         b, t, n, h = q.shape
         q = q.reshape(b, t, k.shape[2], n // k.shape[2], h)  # heads of one KV group are adjacent (as repeat_kv)
-        if isinstance(mask, SegmentKernel):
+        if isinstance(mask, SegmentKernel) and mask.tree is not None:
+            # tree-packed rows: the kernel over each segment laid out after its ancestors (attention.TreeExpansion)
+            tree = mask.tree
+            out = fused_causal_attention(*(expand_tree(x, tree.index) for x in (q, k, v)), tree.segments, mask.impl,
+                                         sharding=sharding, interpret=mask.interpret)
+            out = expand_tree(out, tree.collect)
+        elif isinstance(mask, SegmentKernel):
             seen = mask.kv_segments.shape[1]  # with a cache: the slots written so far, ending with this call's
             if seen < k.shape[1]:
                 k, v = k[:, :seen], v[:, :seen]
             out = fused_causal_attention(q, k, v, mask.segments, mask.impl, kv_segments=mask.kv_segments,
                                          sharding=sharding, interpret=mask.interpret)
         elif isinstance(mask, SegmentBlocks):
-            out = blocked_causal_attention(q, k, v, mask.segments, mask.block)
+            out = blocked_causal_attention(q, k, v, mask.segments, mask.block, mask.ancestors)
         else:
             out = dense_attention(q, k, v, mask)
         out = out.reshape(b, t, n, h)

@@ -67,8 +67,10 @@ from milegpo_jax.models.attention import (
     KERNEL_PLATFORMS,
     SegmentBlocks,
     SegmentKernel,
+    TreeExpansion,
     choose_attention,
     choose_cache_attention,
+    same_or_ancestor,
 )
 from milegpo_jax.models.layers import DecoderLayer, RMSNorm, make_param, normal_init, rope_inverse_frequencies, rope_tables
 from milegpo_jax.models.logprobs import project_to_vocab
@@ -176,6 +178,8 @@ class Qwen2(nnx.Module):
         cache: KVCache | None = None,
         cache_start: int | None = None,
         frozen_layers: int = 0,
+        segment_ancestors: jax.Array | None = None,
+        tree: TreeExpansion | None = None,
     ) -> tuple[jax.Array, KVCache | None]:
         """Final-norm hidden states ``[B, T, hidden]`` (compute dtype) and the advanced cache.
 
@@ -185,7 +189,12 @@ class Qwen2(nnx.Module):
 
         ``frozen_layers``: no gradient flows into the embedding and the first this many decoder
         layers (their output is ``stop_gradient``-ed), so a backward pass stops there
-        (``optim.trainable_layers``, docs/training.md §2)."""
+        (``optim.trainable_layers``, docs/training.md §2).
+
+        ``segment_ancestors [B, T, D]``: tree-packed rows (cache-free only, with their ``positions``):
+        a token also sees every token of the segments listed at its position, laid out before it
+        (shared prompt prefixes, docs/training.md §3.1); a fused kernel needs their ``tree``
+        expansion (``train/packing.py`` lays out both)."""
         cfg, options, sh = self.config, self.runtime, self.sharding
         if input_ids.ndim != 2:
             raise ValueError(f"input_ids must be [batch, time], got shape {input_ids.shape}")
@@ -200,15 +209,18 @@ class Qwen2(nnx.Module):
                 positions = positions_within_segments(segments)
             form = choose_attention(options.attention_impl, platform, t, options.attention_block)
             if form in KERNEL_PLATFORMS:
-                mask = SegmentKernel(segments, segments, form, interpret=platform == "cpu")
+                if segment_ancestors is not None and tree is None:
+                    raise ValueError(f"tree-packed rows need their expansion for the {form} kernel (packing.Sharing.expand_block)")
+                mask = SegmentKernel(segments, segments, form, interpret=platform == "cpu", tree=tree)
             elif form == "blocks":
-                mask = SegmentBlocks(segments, options.attention_block)
+                mask = SegmentBlocks(segments, options.attention_block, segment_ancestors)
             else:
-                same_segment = segments[:, :, None] == segments[:, None, :]
                 causal = jnp.tril(jnp.ones((t, t), bool))
-                mask = same_segment & (segments[:, None, :] != 0) & causal[None]
+                mask = same_or_ancestor(segments, segments, segment_ancestors) & causal[None]
             kv, cache_index = None, None
         else:
+            if segment_ancestors is not None:
+                raise ValueError("segment_ancestors: tree-packed rows are for cache-free forwards only")
             if cache.segment_ids.shape[0] != b:
                 raise ValueError(f"cache holds {cache.segment_ids.shape[0]} rows, input_ids {b}")
             if not isinstance(cache.index, jax.core.Tracer) and int(cache.index) + t > cache.max_len:

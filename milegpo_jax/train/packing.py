@@ -29,13 +29,17 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from milegpo_jax.shapes import bucket_size
+from milegpo_jax.train.prefix_tree import MAX_DEPTH, MIN_SHARED, PrefixForest, build_forest, place_rows, unshared
 
 MIN_SEQUENCE = 16  # short packed sequences are a power of two of at least this many positions
 CAPACITY_STEP = 128  # longer ones a multiple of this: a power of two would waste up to half of each
 # An agent's step row is mostly prompt (the observation history): its response is well under a quarter
 # of its positions, so a quarter bounds the LM head's work without splitting many sequences.
 HEAD_SHARE = 4
-FULL_LENGTH_KEYS = ("inputs", "attention_mask")  # what the model reads at every position
+# what the model reads at every position (or, for the kernel path's expansion, per expanded slot): the
+# head layout keeps these whole and takes every other array at the weighted positions
+LAYOUT_KEYS = ("inputs", "attention_mask", "positions", "segment_ancestors", "expand_index", "expand_segments",
+               "collect_index")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,29 +96,9 @@ def first_fit_decreasing(
     """Row indices per sequence: longest rows first, each into the first sequence with room for its
     positions (and, given ``heads``, for its ``heads[i]`` weighted positions within ``head_width``).
 
-    Deterministic (ties keep the given order); every row must fit ``capacity`` (and ``head_width``)."""
-    lengths = np.asarray(lengths, np.int64)
-    heads = np.zeros_like(lengths) if heads is None else np.asarray(heads, np.int64)
-    head_width = capacity if head_width is None else head_width
-    if lengths.size and lengths.max() > capacity:
-        raise ValueError(f"a row of {int(lengths.max())} positions does not fit sequences of {capacity}")
-    if heads.size and heads.max() > head_width:
-        raise ValueError(f"a row of {int(heads.max())} weighted positions does not fit a head of {head_width}")
-    order = np.argsort(-lengths, kind="stable")
-    bins: list[list[int]] = []
-    room: list[list[int]] = []  # per sequence: [free positions, free weighted positions]
-    for index in order:
-        n, h = int(lengths[index]), int(heads[index])
-        for b, (free, free_head) in enumerate(room):
-            if n <= free and h <= free_head:
-                bins[b].append(int(index))
-                room[b][0] -= n
-                room[b][1] -= h
-                break
-        else:
-            bins.append([int(index)])
-            room.append([capacity - n, head_width - h])
-    return bins
+    Deterministic (ties keep the given order); every row must fit ``capacity`` (and ``head_width``).
+    Packing without shared prefixes (``place_rows`` of the ``unshared`` forest)."""
+    return [placed.rows for placed in place_rows(unshared(lengths), lengths, capacity, heads, head_width)]
 
 
 def capacity_for_length(longest: int) -> int:
@@ -154,37 +138,86 @@ def micro_batch_shape(sequences: int, max_per_micro: int, quantum: int = 1) -> t
 
 
 @dataclasses.dataclass(frozen=True)
+class Sharing:
+    """How ``pack`` shares prompt prefixes between rows (``prefix_tree``, docs/training.md §3.1).
+
+    ``max_depth``: shared nodes on a row's path (0: none, every row alone as before trees);
+    ``min_shared``: the shortest shared node; ``expand_block`` > 0: also lay out the index arrays of
+    the fused-kernel path (each segment's queries after its ancestors' keys, ``expand_*`` and
+    ``collect_index``, in a length that is a multiple of ``expand_block``)."""
+
+    max_depth: int = MAX_DEPTH
+    min_shared: int = MIN_SHARED
+    expand_block: int = 0
+
+    def __post_init__(self):
+        if self.max_depth < 0 or self.min_shared < 1 or self.expand_block < 0:
+            raise ValueError(f"{self}: max_depth and expand_block must be >= 0, min_shared >= 1")
+
+
+NO_SHARING = Sharing(max_depth=0)
+
+
+@dataclasses.dataclass(frozen=True)
 class Packed:
     """``arrays``: ``[sequences, capacity]`` inputs, targets, attention_mask (segment ids) and every
-    field; ``placement[i] = (sequence, start)`` of row ``i`` of the packed subset."""
+    field (with sharing also ``positions``, ``segment_ancestors`` and the kernel path's arrays);
+    ``placement[i] = (sequence, start)`` of row ``i``'s leaf (its positions from ``leaf_starts[i]`` on;
+    without sharing the whole row, ``leaf_starts`` all 0)."""
 
     arrays: dict[str, np.ndarray]
     placement: tuple[tuple[int, int], ...]
-    real_tokens: int
+    leaf_starts: tuple[int, ...]
+    real_tokens: int  # the rows' positions, each row counted alone
 
     @property
     def padding_fraction(self) -> float:
         total = self.arrays["inputs"].size
-        return 1.0 - self.real_tokens / total if total else 0.0
+        return 1.0 - self.positions_computed / total if total else 0.0
+
+    @property
+    def positions_computed(self) -> int:
+        """Non-padding positions the model computes (each shared node once per sequence)."""
+        return int(np.count_nonzero(self.arrays["attention_mask"]))
 
 
-def _bins(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None) -> list[list[int]]:
+def shareable_lengths(rows: Rows, pick: Sequence[int], weight_key: str) -> list[int]:
+    """Per row of ``pick``: its positions before the first weighted one, which rows may share (at
+    least one position stays the row's own)."""
+    out = []
+    for i in pick:
+        weighted = np.flatnonzero(rows.fields[weight_key][i] > 0)
+        n = len(rows.tokens[i]) - 1
+        out.append(min(int(weighted[0]) if weighted.size else n, n - 1))
+    return out
+
+
+def _placed(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None, sharing: Sharing):
+    """The forest of the rows ``pick`` (local indices) and their sequences."""
     pick = list(pick)
     lengths = rows.lengths[pick] if pick else np.zeros(0, np.int64)
-    if head is None:
-        return first_fit_decreasing(lengths, capacity)
-    return first_fit_decreasing(lengths, capacity, rows.weighted_positions(head.weight_key, pick), head.width)
+    if sharing.max_depth and head is None:
+        raise ValueError("prefix sharing needs a Head: its weight key says which positions rows may share")
+    if sharing.max_depth:
+        limits = shareable_lengths(rows, pick, head.weight_key)
+        prefixes = [np.asarray(rows.tokens[i][:s]) for i, s in zip(pick, limits)]
+        forest = build_forest(prefixes, lengths, min_shared=sharing.min_shared, max_depth=sharing.max_depth)
+    else:
+        forest = unshared(lengths)
+    heads = None if head is None else rows.weighted_positions(head.weight_key, pick)
+    return forest, place_rows(forest, lengths, capacity, heads, None if head is None else head.width)
 
 
-def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id: int, head: Head | None = None) -> Packed:
-    """Rows ``pick`` of ``rows`` packed into ``sequences`` sequences of ``capacity`` positions
-    (first-fit decreasing; sequences beyond those needed are all padding); with ``head``, the weighted
-    positions laid out apart (module doc)."""
+def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id: int, head: Head | None = None,
+         sharing: Sharing = NO_SHARING) -> Packed:
+    """Rows ``pick`` of ``rows`` packed into ``sequences`` sequences of ``capacity`` positions (first
+    fit; sequences beyond those needed are all padding); with ``sharing`` each shared prompt prefix
+    once per sequence; with ``head``, the weighted positions laid out apart (module doc)."""
     pick = [int(i) for i in pick]
-    lengths = rows.lengths[pick] if pick else np.zeros(0, np.int64)
-    bins = _bins(rows, pick, capacity, head)
-    if len(bins) > sequences:
-        raise ValueError(f"{len(pick)} rows need {len(bins)} sequences of {capacity}, only {sequences} given")
+    forest, placed = _placed(rows, pick, capacity, head, sharing)
+    if len(placed) > sequences:
+        raise ValueError(f"{len(pick)} rows need {len(placed)} sequences of {capacity}, only {sequences} given")
+    layout = TreeLayout(sequences, capacity, sharing.max_depth)
     arrays = {
         "inputs": np.full((sequences, capacity), pad_id, np.int32),
         "targets": np.full((sequences, capacity), pad_id, np.int32),
@@ -193,26 +226,105 @@ def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id:
     for name in rows.fields:
         arrays[name] = np.zeros((sequences, capacity), np.float32)
     placement: list[tuple[int, int]] = [(0, 0)] * len(pick)
-    for seq, members in enumerate(bins):
-        start = 0
-        for segment, local in enumerate(members, start=1):
-            row = pick[local]
+    for seq, sequence in enumerate(placed):
+        segment_of: dict[int, int] = {}
+        for node in sequence.nodes:  # ascending ids: parents first
+            ids = np.asarray(rows.tokens[pick[forest.source[node]]], np.int32)
+            a, b = forest.start[node], forest.end[node]
+            ancestors = _ancestors(forest, node, segment_of)
+            at = layout.add(seq, a, b - a, ancestors)
+            segment_of[node] = layout.segment
+            arrays["inputs"][seq, at : at + b - a] = ids[a:b]
+            arrays["targets"][seq, at : at + b - a] = ids[a + 1 : b + 1]
+            arrays["attention_mask"][seq, at : at + b - a] = layout.segment
+        for local in sequence.rows:
+            row, a = pick[local], forest.leaf_start(local)
             ids = np.asarray(rows.tokens[row], np.int32)
             n = len(ids) - 1
-            arrays["inputs"][seq, start : start + n] = ids[:-1]
-            arrays["targets"][seq, start : start + n] = ids[1:]
-            arrays["attention_mask"][seq, start : start + n] = segment
+            at = layout.add(seq, a, n - a, [segment_of[k] for k in forest.paths[local]])
+            arrays["inputs"][seq, at : at + n - a] = ids[a:-1]
+            arrays["targets"][seq, at : at + n - a] = ids[a + 1 :]
+            arrays["attention_mask"][seq, at : at + n - a] = layout.segment
             for name, values in rows.fields.items():
-                arrays[name][seq, start : start + n] = values[row]
-            placement[local] = (seq, start)
-            start += n
+                arrays[name][seq, at : at + n - a] = values[row][a:]
+            placement[local] = (seq, at)
+    arrays.update(layout.arrays(sharing.expand_block))
     if head is not None:
         arrays = _at_weighted_positions(arrays, head, pad_id)
-    return Packed(arrays, tuple(placement), int(lengths.sum()))
+    lengths = rows.lengths[pick] if pick else np.zeros(0, np.int64)
+    leaf_starts = tuple(forest.leaf_start(local) for local in range(len(pick)))
+    return Packed(arrays, tuple(placement), leaf_starts, int(lengths.sum()))
+
+
+def _ancestors(forest: PrefixForest, node: int, segment_of: dict[int, int]) -> list[int]:
+    """Segment ids of ``node``'s ancestors in this sequence, top first."""
+    chain, parent = [], forest.parent[node]
+    while parent >= 0:
+        chain.append(segment_of[parent])
+        parent = forest.parent[parent]
+    return chain[::-1]
+
+
+class TreeLayout:
+    """The segments of packed sequences as they are placed: where each starts, its RoPE positions
+    and its ancestors' segments; then the model's arrays of a tree (``arrays``)."""
+
+    def __init__(self, sequences: int, capacity: int, depth: int):
+        self.capacity, self.depth = capacity, depth
+        self.positions = np.zeros((sequences, capacity), np.int32)
+        self.ancestors = np.zeros((sequences, capacity, depth), np.int32)
+        self.spans: list[list[tuple[int, int, list[int]]]] = [[] for _ in range(sequences)]  # (start, length, ancestors)
+        self.segment = 0
+
+    def add(self, seq: int, first_position: int, length: int, ancestors: list[int]) -> int:
+        """Places a segment of ``length`` positions whose RoPE positions start at ``first_position``;
+        returns where it starts in the sequence."""
+        spans = self.spans[seq]
+        at = spans[-1][0] + spans[-1][1] if spans else 0
+        self.segment = len(spans) + 1
+        self.positions[seq, at : at + length] = np.arange(first_position, first_position + length)
+        self.ancestors[seq, at : at + length, : len(ancestors)] = ancestors
+        spans.append((at, length, ancestors))
+        return at
+
+    def arrays(self, expand_block: int) -> dict[str, np.ndarray]:
+        """``positions`` and ``segment_ancestors`` of a tree (none without sharing: the model's own
+        positions within segments are then these), and with ``expand_block`` the kernel path's
+        ``expand_index``, ``expand_segments`` ``[sequences, E]`` and ``collect_index``."""
+        if not self.depth:
+            return {}
+        out = {"positions": self.positions, "segment_ancestors": self.ancestors}
+        if expand_block:
+            out.update(self._expansion(expand_block))
+        return out
+
+    def _expansion(self, block: int) -> dict[str, np.ndarray]:
+        """Each segment as ``[its ancestors' positions..., its own]``: there causal attention within
+        segment ids is exactly the tree's attention (models/attention.py ``expand_tree``)."""
+        expanded = []
+        for spans in self.spans:
+            slots, owners, collect = [], [], np.zeros(self.capacity, np.int32)
+            for segment, (at, length, ancestors) in enumerate(spans, start=1):
+                gathered = [np.arange(spans[a - 1][0], spans[a - 1][0] + spans[a - 1][1]) for a in ancestors]
+                own = np.arange(at, at + length)
+                collect[own] = sum(len(s) for s in slots) + sum(len(g) for g in gathered) + np.arange(length)
+                slots += gathered + [own]
+                owners.append(np.full(sum(len(g) for g in gathered) + length, segment, np.int32))
+            expanded.append((np.concatenate(slots) if slots else np.zeros(0, np.int64),
+                             np.concatenate(owners) if owners else np.zeros(0, np.int32), collect))
+        longest = max((len(e[0]) for e in expanded), default=0)
+        width = block * _three_significant_bits(max(1, -(-longest // block)))
+        index = np.zeros((len(expanded), width), np.int32)
+        segments = np.zeros((len(expanded), width), np.int32)
+        for seq, (slots, owners, _) in enumerate(expanded):
+            index[seq, : len(slots)] = slots
+            segments[seq, : len(owners)] = owners
+        return {"expand_index": index, "expand_segments": segments,
+                "collect_index": np.stack([e[2] for e in expanded])}
 
 
 def _at_weighted_positions(arrays: dict[str, np.ndarray], head: Head, pad_id: int) -> dict[str, np.ndarray]:
-    """``arrays`` with ``head_index`` added and every array but ``FULL_LENGTH_KEYS`` taken at it; the
+    """``arrays`` with ``head_index`` added and every array but ``LAYOUT_KEYS`` taken at it; the
     slots past a sequence's weighted positions point at position 0 with weight 0 (and pad targets)."""
     weights = arrays[head.weight_key]
     index = np.zeros((len(weights), head.width), np.int32)
@@ -221,22 +333,45 @@ def _at_weighted_positions(arrays: dict[str, np.ndarray], head: Head, pad_id: in
         positions = np.flatnonzero(row_weights > 0)
         index[seq, : len(positions)] = positions
         valid[seq, : len(positions)] = True
-    out = {key: arrays[key] for key in FULL_LENGTH_KEYS}
+    out = {key: value for key, value in arrays.items() if key in LAYOUT_KEYS}
     for key, values in arrays.items():
-        if key not in FULL_LENGTH_KEYS:
+        if key not in LAYOUT_KEYS:
             fill = pad_id if key == "targets" else 0
             out[key] = np.where(valid, np.take_along_axis(values, index, axis=1), fill).astype(values.dtype)
     out["head_index"] = index
     return out
 
 
-def sequences_needed(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None = None) -> int:
-    return len(_bins(rows, pick, capacity, head))
+def sequences_needed(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None = None,
+                     sharing: Sharing = NO_SHARING) -> int:
+    return len(_placed(rows, pick, capacity, head, sharing)[1])
 
 
 def unpack(values: np.ndarray, packed: Packed, lengths: Sequence[int]) -> list[np.ndarray]:
-    """Per-row slices of a ``[sequences, capacity]`` result (e.g. log-probs) in ``pick`` order."""
-    return [values[seq, start : start + n].copy() for (seq, start), n in zip(packed.placement, lengths)]
+    """Per-row values of a ``[sequences, capacity]`` result (e.g. log-probs) in ``pick`` order, at
+    each row's own (leaf) positions; a shared prefix's positions (before ``leaf_starts``) are 0."""
+    out = []
+    for (seq, at), start, n in zip(packed.placement, packed.leaf_starts, lengths):
+        row = np.zeros(n, values.dtype)
+        row[start:] = values[seq, at : at + n - start]
+        out.append(row)
+    return out
+
+
+def unpack_head(values: np.ndarray, packed: Packed, weights: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per-row values of a ``[sequences, width]`` result at ``head_index`` (``pack(..., head=)``) in
+    ``pick`` order: each row's weighted positions (``weights[i] > 0``) filled, 0 elsewhere."""
+    index = packed.arrays["head_index"]
+    out = []
+    for (seq, at), start, weight in zip(packed.placement, packed.leaf_starts, weights):
+        own = np.flatnonzero(weight > 0)
+        # a sequence's weighted positions fill its first slots in ascending order (padding slots repeat 0 after them)
+        count = int(np.count_nonzero(np.diff(index[seq]) > 0)) + 1
+        slots = np.searchsorted(index[seq][:count], at + own - start)
+        row = np.zeros(len(weight), values.dtype)
+        row[own] = values[seq, slots]
+        out.append(row)
+    return out
 
 
 def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, np.ndarray]:
@@ -244,6 +379,6 @@ def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, 
     return {k: v.reshape(micro, v.shape[0] // micro, *v.shape[1:]) for k, v in arrays.items()}
 
 
-__all__ = ["CAPACITY_STEP", "FULL_LENGTH_KEYS", "HEAD_SHARE", "MIN_SEQUENCE", "Head", "Packed", "Rows",
-           "as_micro_batches", "capacity_for_length", "first_fit_decreasing", "head_width", "micro_batch_shape", "pack",
-           "sequences_needed", "unpack"]
+__all__ = ["CAPACITY_STEP", "HEAD_SHARE", "LAYOUT_KEYS", "MIN_SEQUENCE", "NO_SHARING", "Head", "Packed", "Rows",
+           "Sharing", "as_micro_batches", "capacity_for_length", "first_fit_decreasing", "head_width",
+           "micro_batch_shape", "pack", "sequences_needed", "shareable_lengths", "unpack", "unpack_head"]

@@ -16,21 +16,23 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.logprobs import token_logprobs
+from milegpo_jax.models.logprobs import logprobs_from_hidden
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.train.packing import (
+    NO_SHARING,
     Head,
     Rows,
+    Sharing,
     as_micro_batches,
     capacity_for_length,
     micro_batch_shape,
     pack,
     sequences_needed,
-    unpack,
+    unpack_head,
 )
-from milegpo_jax.train.step import PPOLoss
+from milegpo_jax.train.step import PPOLoss, layout_arguments, update_sharing
 
 
 Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)
@@ -60,28 +62,33 @@ def sequence_capacity(rows: Rows) -> int:
 
 @nnx.jit(static_argnames="chunk_size")
 def reference_logprobs(model: Qwen2, batch: dict[str, jax.Array], chunk_size: int | None = None) -> jax.Array:
-    """``[B, T]`` log-probs of the targets under ``model`` (the frozen reference policy)."""
-    return token_logprobs(
-        model, batch["inputs"], batch["targets"], attention_mask=batch["attention_mask"], chunk_size=chunk_size
-    )
+    """``[B, K]`` log-probs of the targets at ``head_index`` under ``model`` (the frozen reference policy)."""
+    hidden, _ = model.hidden_states(batch["inputs"], **layout_arguments(batch))
+    hidden = jnp.take_along_axis(hidden, batch["head_index"][..., None], axis=1)
+    weight, tied = model.output_projection()
+    return logprobs_from_hidden(hidden, weight, batch["targets"], tied=tied, chunk_size=chunk_size,
+                                sharding=model.sharding)
 
 
 def with_reference_logprobs(
     model: Qwen2, rows: Rows, *, capacity: int, max_sequences: int, pad_id: int, place: Place,
-    chunk_size: int | None = None, quantum: int = 1,
+    chunk_size: int | None = None, quantum: int = 1, sharing: Sharing = NO_SHARING,
 ) -> Rows:
-    """``rows`` plus a ``ref_logprobs`` field: every row packed, ``max_sequences`` sequences per call
-    (a multiple of ``quantum``, the number of batch shards)."""
+    """``rows`` plus a ``ref_logprobs`` field at the response positions (0 elsewhere: the loss reads no
+    other): every row packed as the update packs them, the LM head at the response positions,
+    ``max_sequences`` sequences per call (a multiple of ``quantum``, the number of batch shards)."""
     everything = list(range(len(rows)))
-    micro, per_micro = micro_batch_shape(sequences_needed(rows, everything, capacity), max_sequences, quantum)
-    packed = pack(rows, everything, capacity, micro * per_micro, pad_id)
-    keys = ("inputs", "targets", "attention_mask")
+    head = Head.for_rows(rows, PPOLoss.weight_key, capacity)
+    needed = sequences_needed(rows, everything, capacity, head, sharing)
+    micro, per_micro = micro_batch_shape(needed, max_sequences, quantum)
+    packed = pack(rows, everything, capacity, micro * per_micro, pad_id, head, sharing)
+    keys = [k for k in packed.arrays if k not in rows.fields]
     pieces = []
     for index in range(micro):
         part = {k: packed.arrays[k][index * per_micro : (index + 1) * per_micro][None] for k in keys}
         logprobs = reference_logprobs(model, {k: place(v)[0] for k, v in part.items()}, chunk_size=chunk_size)
         pieces.append(to_host(logprobs))
-    ref = unpack(np.concatenate(pieces), packed, rows.lengths)
+    ref = unpack_head(np.concatenate(pieces), packed, rows.fields[PPOLoss.weight_key])
     return Rows(rows.tokens, {**rows.fields, "ref_logprobs": tuple(ref)})
 
 
@@ -89,18 +96,24 @@ def with_reference_logprobs(
 class UpdateStats:
     """What one iteration's update processed: real and total (padded) token positions."""
 
-    real_tokens: int = 0
-    total_tokens: int = 0
+    real_tokens: int = 0  # the rows' own positions (each row alone)
+    total_tokens: int = 0  # positions of the packed sequences, padding included
+    computed_tokens: int = 0  # non-padding positions computed: each shared prefix once per sequence
 
     @property
     def padding_fraction(self) -> float:
-        return 1.0 - self.real_tokens / self.total_tokens if self.total_tokens else 0.0
+        return 1.0 - self.computed_tokens / self.total_tokens if self.total_tokens else 0.0
+
+    @property
+    def sharing_factor(self) -> float:
+        """The rows' positions per position computed (1 without shared prefixes)."""
+        return self.real_tokens / self.computed_tokens if self.computed_tokens else 1.0
 
 
 def ppo_epoch(
     step, params, opt_state, rows: Rows, *, minibatch_rows: int, microbatch_rows: int, capacity: int,
     rng: np.random.Generator, pad_id: int, place: Place, stats: UpdateStats | None = None, quantum: int = 1,
-    head: Head | None = None,
+    head: Head | None = None, sharing: Sharing = NO_SHARING,
 ):
     """One epoch over ``rows`` in shuffled mini-batches of ``minibatch_rows`` rows; one optimizer step
     (``step``, a jitted ``TrainStep``) per mini-batch. Each mini-batch is packed into sequences of
@@ -109,7 +122,8 @@ def ppo_epoch(
 
     The LM head runs at the response positions only, ``head_width`` of them per sequence
     (``milegpo_jax.train.packing``); ``head`` overrides that width (the LM-head benchmark's baseline
-    sets it to ``capacity``: every position).
+    sets it to ``capacity``: every position). ``sharing``: each mini-batch's shared prompt prefixes
+    computed once (``update_sharing``; the same update to float rounding).
 
     Returns ``(params, opt_state, history)``: the inputs are donated; ``history`` has one dict of
     float metrics per mini-batch.
@@ -120,11 +134,13 @@ def ppo_epoch(
     history = []
     for start in range(0, len(rows), minibatch_rows):
         pick = order[start : start + minibatch_rows]
-        micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head), microbatch_rows, quantum)
-        packed = pack(rows, pick, capacity, micro * per_micro, pad_id, head)
+        needed = sequences_needed(rows, pick, capacity, head, sharing)
+        micro, per_micro = micro_batch_shape(needed, microbatch_rows, quantum)
+        packed = pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing)
         if stats is not None:
             stats.real_tokens += packed.real_tokens
             stats.total_tokens += packed.arrays["inputs"].size
+            stats.computed_tokens += packed.positions_computed
         batch = {k: place(v) for k, v in as_micro_batches(packed.arrays, micro).items()}
         params, opt_state, metrics = step(params, opt_state, batch)
         history.append({key: float(to_host(value)) for key, value in metrics.items()})

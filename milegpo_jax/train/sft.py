@@ -21,15 +21,17 @@ from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.train.optim import make_optimizer
 from milegpo_jax.train.packing import (
+    NO_SHARING,
     Head,
     Rows,
+    Sharing,
     as_micro_batches,
     capacity_for_length,
     micro_batch_shape,
     pack,
     sequences_needed,
 )
-from milegpo_jax.train.step import SFTLoss, TrainStep, jit_train_step
+from milegpo_jax.train.step import SFTLoss, TrainStep, jit_train_step, update_sharing
 
 SFT_WEIGHT_DECAY = 1e-4  # what the warm start has always used (optax.adamw's default)
 
@@ -58,11 +60,12 @@ def sft_optimizer_section(learning_rate: float) -> OptimSection:
 
 
 def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int, capacity: int,
-                     head: Head | None = None) -> dict[str, np.ndarray]:
-    """Rows ``pick`` packed, the LM head at the loss-masked positions (``head``: default from all ``rows``)."""
+                     head: Head | None = None, sharing: Sharing = NO_SHARING) -> dict[str, np.ndarray]:
+    """Rows ``pick`` packed (``sharing``: shared prompt prefixes once), the LM head at the loss-masked
+    positions (``head``: default from all ``rows``)."""
     head = head or Head.for_rows(rows, SFTLoss.weight_key, capacity)
-    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head), max_sequences)
-    return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id, head).arrays, micro)
+    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head, sharing), max_sequences)
+    return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing).arrays, micro)
 
 
 def train_sft(
@@ -76,9 +79,11 @@ def train_sft(
     seed: int = 0,
     chunk_size: int | None = None,
     progress=None,
+    share_prefixes: bool = True,
 ) -> tuple[Qwen2, list[dict[str, float]]]:
     """``steps`` optimizer steps on random mini-batches of ``examples``; returns the fine-tuned model
-    (``model``'s buffers are donated to it) and the per-step metrics."""
+    (``model``'s buffers are donated to it) and the per-step metrics. ``share_prefixes``: each
+    mini-batch's shared prompt prefixes computed once (the same steps to float rounding)."""
     if not examples:
         raise ValueError("no SFT examples")
     graphdef, params = nnx.split(model)
@@ -88,11 +93,12 @@ def train_sft(
     rows = sft_rows(examples)
     capacity = capacity_for_length(int(rows.lengths.max()))  # one for every step: fewer shapes to compile
     head = Head.for_rows(rows, SFTLoss.weight_key, capacity)
+    sharing = update_sharing(model, capacity, share_prefixes)
     rng = np.random.default_rng(seed)
     history = []
     for index in range(steps):
         chosen = rng.choice(len(examples), size=min(batch_size, len(examples)), replace=False)
-        batch = {k: jax.numpy.asarray(v) for k, v in packed_sft_batch(rows, chosen, pad_id, batch_size, capacity, head).items()}
+        batch = {k: jax.numpy.asarray(v) for k, v in packed_sft_batch(rows, chosen, pad_id, batch_size, capacity, head, sharing).items()}
         params, opt_state, metrics = jitted(params, opt_state, batch)
         history.append({k: float(to_host(v)) for k, v in metrics.items()})
         if progress is not None:

@@ -11,8 +11,11 @@ mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft`
 * the loss is a parameter (``PPOLoss`` or ``SFTLoss``); each micro-batch's loss is divided by the
   mini-batch's count of ``loss.weight_key`` tokens, so the sum is the mini-batch token mean;
 * the LM head runs only at the positions the loss weighs: ``head_index`` ``[micro_batches, rows, K]``
-  lists them and every key but ``inputs`` and ``attention_mask`` is given at them
+  lists them and every key but the layout's (``packing.LAYOUT_KEYS``) is given at them
   (``milegpo_jax.train.packing``, ``pack(..., head=Head(loss.weight_key, K))``);
+* tree-packed rows (shared prompt prefixes, docs/training.md §3.1) add ``positions`` and
+  ``segment_ancestors`` (and on a fused kernel its ``expand_*`` / ``collect_index``): ``TREE_KEYS``,
+  read when the batch has them;
 * one optimizer update (always ``make_optimizer``'s clipping + AdamW) follows; ``params`` and
   ``opt_state`` are donated, so they are updated in place.
 
@@ -31,11 +34,12 @@ import optax
 from flax import nnx
 from jax.sharding import NamedSharding, PartitionSpec
 
+from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS, TreeExpansion, choose_attention
 from milegpo_jax.models.logprobs import logprobs_from_hidden
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 from milegpo_jax.train.loss import PPOLossConfig, ppo_loss
 from milegpo_jax.train.optim import make_optimizer
-from milegpo_jax.train.packing import FULL_LENGTH_KEYS
+from milegpo_jax.train.packing import LAYOUT_KEYS, NO_SHARING, Sharing
 
 # dtypes of the batch keys the losses read: inputs and attention_mask are [micro_batches, rows, T], the
 # rest [micro_batches, rows, K] at the head positions
@@ -49,7 +53,14 @@ TOKEN_DTYPES = {
     "ref_logprobs": jnp.float32,
     "advantages": jnp.float32,
     "loss_mask": jnp.float32,
+    "positions": jnp.int32,
+    "segment_ancestors": jnp.int32,
+    "expand_index": jnp.int32,
+    "expand_segments": jnp.int32,
+    "collect_index": jnp.int32,
 }
+# a tree-packed batch's layout (packing.Sharing); absent without sharing, which leaves the program as before trees
+TREE_KEYS = ("positions", "segment_ancestors", "expand_index", "expand_segments", "collect_index")
 METRIC_KEYS = ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "approx_kl_behaviour", "logprob_gap")
 
 
@@ -57,13 +68,33 @@ def head_logprobs(model, batch, chunk_size: int | None, trainable_layers: int = 
     """Log-probs of ``batch["targets"]`` (and the entropies) at the ``head_index`` positions, ``[rows, K]``;
     ``trainable_layers`` > 0: no gradient below the top layers nor into the LM head (optim.trainable_layers)."""
     frozen = model.config.num_layers - trainable_layers if trainable_layers else 0
-    hidden, _ = model.hidden_states(batch["inputs"], attention_mask=batch["attention_mask"], frozen_layers=frozen)
+    hidden, _ = model.hidden_states(batch["inputs"], frozen_layers=frozen, **layout_arguments(batch))
     hidden = jnp.take_along_axis(hidden, batch["head_index"][..., None], axis=1)
     weight, tied = model.output_projection()
     if trainable_layers:  # the LM head (a tied embedding) is frozen with the lower layers
         weight = jax.lax.stop_gradient(weight)
     return logprobs_from_hidden(hidden, weight, batch["targets"], tied=tied, chunk_size=chunk_size,
                                 sharding=model.sharding, with_entropy=with_entropy)
+
+
+def layout_arguments(batch) -> dict[str, Any]:
+    """The ``hidden_states`` keywords of a packed batch: segment ids, and a tree's layout if it has one."""
+    tree = None
+    if "expand_index" in batch:
+        tree = TreeExpansion(batch["expand_index"], batch["expand_segments"], batch["collect_index"])
+    return {"attention_mask": batch["attention_mask"], "positions": batch.get("positions"),
+            "segment_ancestors": batch.get("segment_ancestors"), "tree": tree}
+
+
+def update_sharing(model, capacity: int, enabled: bool = True) -> Sharing:
+    """How an update of ``model`` over sequences of ``capacity`` shares prompt prefixes: not at all when
+    ``enabled`` is off (``ppo.share_prefixes``), else a tree, expanded for a fused kernel when the
+    training forward runs one (docs/training.md §3.1)."""
+    if not enabled:
+        return NO_SHARING
+    runtime = model.runtime
+    form = choose_attention(runtime.attention_impl, model.platform(), capacity, runtime.attention_block)
+    return Sharing(expand_block=KERNEL_BLOCK if form in KERNEL_PLATFORMS else 0)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +141,7 @@ class TrainStep:
     """A jittable train step for one model structure, optimizer and loss (all static).
 
     ``params`` is the model's ``nnx.State`` (``nnx.split``), ``opt_state`` is ``tx.init(params)``,
-    ``batch`` a dict of ``loss.keys`` arrays shaped ``[micro_batches, rows, T]`` (``FULL_LENGTH_KEYS``)
+    ``batch`` a dict of ``loss.keys`` arrays shaped ``[micro_batches, rows, T]`` (``LAYOUT_KEYS``)
     or ``[micro_batches, rows, K]`` (the rest, at ``head_index``).
     """
 
@@ -120,8 +151,9 @@ class TrainStep:
 
     def __call__(self, params, opt_state, batch):
         sharding = nnx.merge(self.graphdef, params).sharding
+        keys = self.loss.keys + tuple(key for key in TREE_KEYS if key in batch)
         batch = {key: constrain(batch[key], (None, "batch") + (None,) * (batch[key].ndim - 2), sharding)
-                 for key in self.loss.keys}
+                 for key in keys}
         token_count = jnp.maximum(jnp.sum(batch[self.loss.weight_key]), 1.0)
 
         def accumulate(total, micro):
@@ -159,12 +191,15 @@ def _loss_config(ppo) -> PPOLossConfig:
 
 
 def batch_shapes(keys, micro: int, rows: int, length: int, head: int,
-                 sharding: LogicalSharding | None = None) -> dict[str, jax.ShapeDtypeStruct]:
+                 sharding: LogicalSharding | None = None, depth: int = 0, expanded: int = 0) -> dict[str, jax.ShapeDtypeStruct]:
     """``ShapeDtypeStruct``s of a mini-batch of ``micro`` x ``rows`` rows of ``length`` tokens, ``head``
-    of them weighted."""
+    of them weighted; ``depth`` > 0: tree-packed (``TREE_KEYS``), ``expanded`` slots for a kernel."""
+    keys = tuple(keys) + (TREE_KEYS[:2] if depth else ()) + (TREE_KEYS[2:] if depth and expanded else ())
+    sizes = {"segment_ancestors": (length, depth), "expand_index": (expanded,), "expand_segments": (expanded,)}
+
     def struct(key):
-        shape = (micro, rows, length if key in FULL_LENGTH_KEYS else head)
-        placed = None if sharding is None else sharding.named((None, "batch", None), shape)
+        shape = (micro, rows) + sizes.get(key, (length,) if key in LAYOUT_KEYS else (head,))
+        placed = None if sharding is None else sharding.named((None, "batch") + (None,) * (len(shape) - 2), shape)
         return jax.ShapeDtypeStruct(shape, TOKEN_DTYPES[key], sharding=placed)
 
     return {key: struct(key) for key in keys}
@@ -194,5 +229,6 @@ def jit_train_step(step: TrainStep, param_shardings: Any = None, opt_shardings: 
     return jax.jit(step, donate_argnums=(0, 1), out_shardings=(param_shardings, opt_shardings, None))
 
 
-__all__ = ["METRIC_KEYS", "PPOLoss", "SFTLoss", "TOKEN_DTYPES", "TrainStep", "batch_shapes", "build_train_step",
-           "head_logprobs", "jit_train_step", "opt_state_shardings", "train_step_shardings"]
+__all__ = ["METRIC_KEYS", "PPOLoss", "SFTLoss", "TOKEN_DTYPES", "TREE_KEYS", "TrainStep", "batch_shapes",
+           "build_train_step", "head_logprobs", "jit_train_step", "layout_arguments", "opt_state_shardings",
+           "train_step_shardings", "update_sharing"]

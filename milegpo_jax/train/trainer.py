@@ -47,7 +47,14 @@ from milegpo_jax.rollout.collector import (
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
-from milegpo_jax.train.ppo import UpdateStats, ppo_epoch, ppo_rows, sequence_capacity, with_reference_logprobs
+from milegpo_jax.train.ppo import (
+    UpdateStats,
+    ppo_epoch,
+    ppo_rows,
+    sequence_capacity,
+    update_sharing,
+    with_reference_logprobs,
+)
 from milegpo_jax.train.preemption import PreemptionGuard
 from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_shardings
 from milegpo_jax.train.warm_start import warm_start_status, write_warm_start
@@ -281,11 +288,12 @@ class Trainer:
         start = time.perf_counter()
         update_rows = ppo_rows(responses, advantages)
         capacity = sequence_capacity(update_rows)
+        sharing = update_sharing(self.model, capacity, cfg.ppo.share_prefixes)
         pad_id = self.tokenizer.pad_token_id
         if self.reference is not None:
             update_rows = with_reference_logprobs(
                 self.reference, update_rows, capacity=capacity, max_sequences=cfg.ppo.microbatch_rows, pad_id=pad_id,
-                place=self._place_rows, chunk_size=self.runtime.chunk_size, quantum=self._batch_shards,
+                place=self._place_rows, chunk_size=self.runtime.chunk_size, quantum=self._batch_shards, sharing=sharing,
             )
         else:  # no KL term: the reference log-probs are never read
             update_rows = type(update_rows)(update_rows.tokens, {**update_rows.fields, "ref_logprobs": update_rows.fields["old_logprobs"]})
@@ -298,13 +306,15 @@ class Trainer:
             self.params, self.opt_state, history = ppo_epoch(
                 self.jitted_step, self.params, self.opt_state, update_rows, minibatch_rows=cfg.ppo.minibatch_rows,
                 microbatch_rows=cfg.ppo.microbatch_rows, capacity=capacity, rng=rng, pad_id=pad_id,
-                place=self._place_rows, stats=stats, quantum=self._batch_shards,
+                place=self._place_rows, stats=stats, quantum=self._batch_shards, sharing=sharing,
             )
             updates += history
         timings["time/update_s"] = time.perf_counter() - start
         for key in updates[0]:
             metrics[f"actor/{key}"] = float(np.mean([u[key] for u in updates]))
         metrics["update/padding_fraction"] = stats.padding_fraction
+        metrics["update/positions_computed"] = stats.computed_tokens
+        metrics["update/sharing_factor"] = stats.sharing_factor
         metrics["time/update_tokens_per_s"] = stats.real_tokens / max(timings["time/update_s"], 1e-9)
         metrics.update(timings)
         return metrics

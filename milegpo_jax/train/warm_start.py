@@ -184,7 +184,7 @@ def _build(config, out: Path, *, tokenizer_dir, demonstrations, progress) -> lis
             model, history = train_sft(
                 model, examples, pad_id=tokenizer.pad_token_id, steps=steps, batch_size=sft.batch_rows,
                 learning_rate=sft.learning_rate, seed=config.run.seed, chunk_size=runtime.chunk_size,
-                progress=report,
+                progress=report, share_prefixes=config.ppo.share_prefixes,
             )
     save_pretrained(model, model.config, out)
     # The tokenizer's own files, byte for byte: a transformers round trip re-saves a word-level
