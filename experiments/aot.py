@@ -676,11 +676,15 @@ def run(args, overrides) -> tuple[dict, bool]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    setup_libtpu()  # before anything imports jax
-    from milegpo_jax.config import ConfigError
+    from milegpo_jax.config import ConfigError  # imports no jax
 
-    try:
+    try:  # the flags first: --help and a bad flag need no compiler
         args, overrides = parse_args(argv)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        sys.exit(EXIT_USAGE)
+    setup_libtpu()  # before anything imports jax
+    try:
         result, fits = run(args, overrides)
     except (AotError, ConfigError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from experiments.train import build_config, run_trainer
 from milegpo_jax.config import ConfigError, split_config_flags
+from milegpo_jax.config.checks import seed_problem
 from milegpo_jax.train.logging import read_metrics
 
 CONFIG = str(Path(__file__).parent / "configs" / "demo.py")
@@ -34,6 +35,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(rest)
     try:
+        if seed_problem(args.seed):  # before run.seed would name a flag the user did not type
+            raise ConfigError(f"--seed {args.seed}: {seed_problem(args.seed)}")
         config = build_config(args.config, [f"run.seed={args.seed}", *overrides])
         config.check_runnable()
     except ConfigError as error:

@@ -27,6 +27,7 @@ from typing import NoReturn
 
 from envs_bridge.protocol import MAX_BATCH
 from envs_bridge.specs import env_names
+from milegpo_jax.config.checks import seed_problem
 
 # Episode caps of the training recipes (experiments/configs).
 DEFAULT_MAX_STEPS = {"alfworld": 50, "webshop": 30, "textworld_express": 50}
@@ -95,6 +96,8 @@ def parse_args(argv):
         parser.error(f"--num-servers {args.num_servers}: more servers than --tasks {args.tasks}")
     if args.temperature < 0:
         parser.error("--temperature must be >= 0")
+    if seed_problem(args.seed):
+        parser.error(f"--seed {args.seed}: {seed_problem(args.seed)}")
     if not (args.checkpoint and (Path(args.checkpoint) / "config.json").is_file()):
         parser.error(f"--checkpoint {args.checkpoint}: no config.json there")
     return args

@@ -34,16 +34,17 @@ def build_config(config_path: str, overrides: list[str]) -> TrainConfig:
 
 def run_trainer(config: TrainConfig, workdir) -> dict:
     """``Trainer(config, workdir).run()``; a work directory that cannot be written, a config the policy
-    refuses or a resumed run's warm start without its tokenizer files exits 2, and a checkpoint that
-    cannot be saved (disk full) exits 1, each with one line."""
+    refuses, a resumed run's warm start without its tokenizer files or a checkpoint written under
+    another config exits 2, and a checkpoint that cannot be saved (disk full) exits 1, each with one line."""
     from milegpo_jax.models.tokenizer import TokenizerFilesError
-    from milegpo_jax.train.checkpoint import CheckpointWriteError
+    from milegpo_jax.train.checkpoint import CheckpointWriteError, ConfigMismatchError
     from milegpo_jax.train.trainer import Trainer, WorkdirError
 
     try:
         return Trainer(config, workdir).run()
-    # the run cannot start (ConfigError: a value only the loaded policy can check, optim.trainable_layers)
-    except (WorkdirError, TokenizerFilesError, ConfigError) as error:
+    # the run cannot start (ConfigError: a value only the loaded policy can check, optim.trainable_layers;
+    # ConfigMismatchError: resuming under a changed config, refused before anything is written)
+    except (WorkdirError, TokenizerFilesError, ConfigError, ConfigMismatchError) as error:
         print(f"error: {error}", file=sys.stderr)
         sys.exit(2)
     except CheckpointWriteError as error:  # the run stops at the failing save

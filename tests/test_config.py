@@ -127,6 +127,10 @@ def test_none_clears_an_optional_field_and_estimator_switches(alfworld_raw):
     "override, fragment",
     [
         ("run.seed=1.5", "expected int"),
+        ("run.seed=-1", "run.seed=-1: a seed is an integer in 0..2**32-1"),  # was a numpy traceback 9 s into SFT
+        ("run.seed=4294967296", "run.seed=4294967296: a seed is"),
+        ("model.init_seed=-2", "model.init_seed=-2: a seed is"),
+        ("env.eval_seeds=(1,-2)", "env.eval_seeds=-2: a seed is"),
         ("ppo.clip_low=-0.1", "ppo.clip_low=-0.1"),
         ("ppo.minibatch_rows=100", "not a multiple of ppo.microbatch_rows"),
         ("credit.estimator=milegp", "did you mean 'milegpo'"),

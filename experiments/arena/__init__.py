@@ -3,6 +3,7 @@
 policy.py       the tabular learner and its PG / PPO-clip updates (pure maths)
 play.py         group rollouts through an exact transition cache, in-process or through the EnvPool
 contestants.py  estimator specs -> credit configs; the random-advantage control
+inputs.py       the commands' input checks: count bounds, seeds, grids, the files summarize reads (pure)
 run.py          one (contestant, seed, learning rate) run
 stats.py        curve summaries, paired t tests, Holm, verdicts, Wilson intervals (pure)
 analysis.py     run records -> chosen rates, scores, diagnostics, the claim family (pure)

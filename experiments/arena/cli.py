@@ -23,17 +23,14 @@ from pathlib import Path
 from envs_bridge.base import EnvError
 from envs_bridge.registry import EnvUnavailableError
 from envs_bridge.specs import env_spec
-from experiments.arena import output, stats, summary
+from experiments.arena import inputs, output, stats, summary
 from experiments.arena.contestants import PAPER_CONTESTANTS, parse_contestants
 from experiments.arena.envs import ArenaEnv, make_arena_env, make_backend
+from experiments.arena.inputs import ArenaInputError
 from experiments.arena.policy import UPDATES
 from experiments.arena.run import RunSettings
 from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit.config import CreditConfigError
-
-
-class ArenaInputError(ValueError):
-    """Bad command-line input: reported in one line, exit status 2."""
 
 
 def make_parser(prog: str = "python -m experiments.arena", description: str = __doc__.split("\n")[0]) -> argparse.ArgumentParser:
@@ -89,26 +86,24 @@ def env_options(assignments) -> dict:
     return extra
 
 
+COUNTS = ("groups", "group_size", "tasks", "iterations", "seeds", "ppo_epochs", "max_steps", "jobs", "servers")
+
+
 def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[float], str]:
-    for name in ("groups", "group_size", "iterations", "seeds", "jobs", "servers", "ppo_epochs"):
-        if getattr(args, name) < 1:
-            raise ArenaInputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
-    if args.tasks is not None and args.tasks < 1:
-        raise ArenaInputError(f"--tasks {args.tasks}: the training task set is empty")
+    inputs.check_counts(args, COUNTS)  # every bound before anything is allocated (docs/arena.md, "Bounds")
+    inputs.check_episodes("--groups x --group-size", args.groups * args.group_size)
+    inputs.positive_number("--lr", args.lr)
+    inputs.positive_number("--clip", args.clip)
     try:
         train_tasks = tuple(int(x) for x in args.train_tasks.split(",")) if args.train_tasks else ()
     except ValueError:
         raise ArenaInputError(f"--train-tasks {args.train_tasks!r}: expected comma-separated task ids") from None
     if len(set(train_tasks)) != len(train_tasks) or any(task < 0 for task in train_tasks):
         raise ArenaInputError(f"--train-tasks {args.train_tasks!r}: task ids must be distinct and >= 0")
+    inputs.check_episodes("--train-tasks", len(train_tasks))
     if args.update not in UPDATES:
         raise ArenaInputError(f"--update {args.update!r}: choose one of {', '.join(UPDATES)}")
-    try:
-        rates = [float(x) for x in args.lr_grid.split(",")] if args.lr_grid else [args.lr]
-    except ValueError:
-        raise ArenaInputError(f"--lr-grid {args.lr_grid!r}: expected comma-separated numbers") from None
-    if any(rate <= 0 for rate in rates):
-        raise ArenaInputError("learning rates must be > 0")
+    rates = inputs.parse_rates(args.lr_grid) if args.lr_grid else [args.lr]
     spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, env_options(args.env_set))
     env_defaults = env_spec(args.env)  # make_arena_env has refused an unknown env already
     recipe = args.recipe or env_defaults.credit_recipe
@@ -241,13 +236,17 @@ def prepare(args: argparse.Namespace, study: dict | None = None):
     """Validates the input and the work directory: (spec, contestants, settings, rates, work, the settings
     to record in arena.json). Raises one of INPUT_ERRORS before anything is written."""
     spec, contestants, settings, rates, recipe = build(args)
+    seeds = len(study["select_seeds"]) + len(study["eval_seeds"]) if study else args.seeds
+    inputs.check_runs(seeds * len(contestants) * len(rates) * (len(study["updates"]) if study else 1))
     work = Path(args.work)
     recorded = {"env": spec.label, "env_options": dict(spec.options), "recipe": recipe, "credit_set": args.set,
                 "settings": dataclasses.asdict(settings)}
     if study is not None:
         recorded["study"] = {**study, "lr_grid": rates}
+    if work.exists() and not work.is_dir():
+        raise ArenaInputError(f"--work {work}: not a directory")
     settings_path = work / output.SETTINGS_FILE
-    if settings_path.exists() and json.loads(settings_path.read_text()) != json.loads(json.dumps(recorded)):
+    if settings_path.exists() and inputs.read_json(settings_path, ArenaInputError) != json.loads(json.dumps(recorded)):
         raise ArenaInputError(f"{settings_path}: this work directory holds an arena with other settings; use a new --work")
     probe = _backend(spec, max(settings.groups * settings.group_size, settings.tasks))
     if probe.num_tasks("train") < 1:

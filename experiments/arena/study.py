@@ -12,26 +12,12 @@ scored on. The margin is recorded with the settings before any run. Takes every 
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 
-from experiments.arena import analysis, cli, output, summary
+from experiments.arena import analysis, cli, inputs, output, summary
 from experiments.arena.policy import UPDATES
-
-
-def parse_seeds(text: str, flag: str) -> list[int]:
-    """``0-4`` / ``0,2,7-9`` -> sorted distinct seeds (ArenaInputError naming the flag otherwise)."""
-    seeds: set[int] = set()
-    try:
-        for part in text.split(","):
-            low, dash, high = part.partition("-")
-            first, last = int(low), int(high) if dash else int(low)
-            if first < 0 or last < first:
-                raise ValueError
-            seeds.update(range(first, last + 1))
-    except ValueError:
-        raise cli.ArenaInputError(f"{flag} {text!r}: expected seeds like 0-4 or 0,2,7-9 (>= 0)") from None
-    return sorted(seeds)
 
 
 def parse_study(argv: list[str] | None):
@@ -41,22 +27,23 @@ def parse_study(argv: list[str] | None):
     parser.add_argument("--updates", default="pg", help=f"comma list of update rules to choose from ({', '.join(UPDATES)})")
     parser.add_argument("--margin", type=float, default=analysis.DEFAULT_MARGIN,
                         help="equivalence margin in AUC, fixed before the runs (default %(default)s)")
-    parser.set_defaults(seeds=None)
+    parser.set_defaults(seeds=None, update=None)  # None: not given (a study takes --seeds and --update in other forms)
     return parser.parse_args(argv)
 
 
 def study_settings(args) -> dict:
     if args.seeds is not None:
         raise cli.ArenaInputError("--seeds: a study takes --select-seeds and --eval-seeds instead")
+    if args.update is not None:  # was silently replaced by the first of --updates
+        raise cli.ArenaInputError(f"--update {args.update}: a study takes --updates (the rules to choose from) instead")
     args.seeds = 1  # unused; keeps cli.build's checks
-    select, evaluate = parse_seeds(args.select_seeds, "--select-seeds"), parse_seeds(args.eval_seeds, "--eval-seeds")
+    select = inputs.parse_seeds(args.select_seeds, "--select-seeds")
+    evaluate = inputs.parse_seeds(args.eval_seeds, "--eval-seeds")
     if set(select) & set(evaluate):
         raise cli.ArenaInputError(f"--eval-seeds: seeds {sorted(set(select) & set(evaluate))} are selection seeds too")
-    updates = list(dict.fromkeys(args.updates.split(",")))
-    if not updates or any(update not in UPDATES for update in updates):
-        raise cli.ArenaInputError(f"--updates {args.updates!r}: choose from {', '.join(UPDATES)}")
-    if not args.margin >= 0:
-        raise cli.ArenaInputError(f"--margin {args.margin}: must be >= 0")
+    updates = inputs.parse_choices(args.updates, "--updates", UPDATES)
+    if not (math.isfinite(args.margin) and args.margin >= 0):
+        raise cli.ArenaInputError(f"--margin {args.margin}: must be a finite number >= 0")
     args.update = updates[0]  # the recorded base setting; each run gets its own
     return {"select_seeds": select, "eval_seeds": evaluate, "updates": updates, "margin": args.margin}
 

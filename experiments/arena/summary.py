@@ -13,9 +13,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import zlib
 from pathlib import Path
 
-from experiments.arena import analysis, output
+from experiments.arena import analysis, inputs, output
 
 
 def title_of(recorded: dict, seeds: int) -> str:
@@ -26,20 +27,42 @@ def title_of(recorded: dict, seeds: int) -> str:
 
 
 def read_settings(work: Path) -> dict:
+    if work.exists() and not work.is_dir():
+        raise output.ResultsError(f"{work}: not a directory (an arena work directory)")
     path = work / output.SETTINGS_FILE
     try:
-        return json.loads(path.read_text())
+        recorded = inputs.read_json(path, output.ResultsError)
     except FileNotFoundError:
         raise output.ResultsError(f"{path}: no such file (not an arena work directory)") from None
-    except json.JSONDecodeError as error:
-        raise output.ResultsError(f"{path}: not JSON ({error.msg})") from None
+    problem = inputs.settings_problem(recorded)
+    if problem:
+        raise output.ResultsError(f"{path}: {problem}")
+    return recorded
+
+
+def read_records(work: Path) -> list[dict]:
+    """``output.read_results`` with every record's values checked (inputs.record_problem)."""
+    path = work / output.RESULTS_FILE
+    if not path.exists():
+        path = path.with_suffix(".jsonl.gz")
+    try:
+        records = output.read_results(work)
+    except zlib.error as error:  # corrupt deflate data behind a valid gzip header: not an OSError
+        raise output.ResultsError(f"{path}: not readable ({error})") from None
+    except TypeError:  # read_results compares the lengths of success and greedy
+        raise output.ResultsError(f"{path}: a run record's success and greedy must be lists") from None
+    for number, record in enumerate(records, 1):
+        problem = inputs.record_problem(record)
+        if problem:
+            raise output.ResultsError(f"{path}: run record {number}: {problem}")
+    return records
 
 
 def summarize(work: Path) -> dict:
     """Writes every table and figure of ``work``; returns the analysis (analysis.analyse)."""
     recorded = read_settings(work)
     study = recorded.get("study")
-    records = output.read_results(work)
+    records = read_records(work)
     margin = study["margin"] if study else analysis.DEFAULT_MARGIN
     try:
         result = analysis.analyse(records, study["select_seeds"] if study else None, margin)

@@ -22,8 +22,9 @@ import numpy as np
 
 from envs_bridge.base import EnvError
 from envs_bridge.registry import EnvUnavailableError
-from experiments.arena import stats
-from experiments.arena.cli import ArenaInputError, env_options
+from experiments.arena import inputs, stats
+from experiments.arena.cli import env_options
+from experiments.arena.inputs import ArenaInputError
 from experiments.arena.envs import make_arena_env, make_backend
 from experiments.arena.play import TransitionCache, sampling_chooser
 from experiments.arena.policy import TabularPolicy
@@ -48,8 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     backend = None
     try:
-        if args.tasks < 1 or args.rollouts < 1:
-            raise ArenaInputError("--tasks and --rollouts must be >= 1")
+        # the arena's own bounds (docs/arena.md, "Bounds"), --servers included: the arena refuses 0 too
+        inputs.check_counts(args, ("tasks", "rollouts", "max_steps", "servers"))
+        inputs.check_episodes("--tasks x --rollouts", args.tasks * args.rollouts)
+        inputs.check_seed("--seed", args.seed)
         spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers,
                               env_options(args.env_set))
         backend = make_backend(spec, args.tasks * args.rollouts)

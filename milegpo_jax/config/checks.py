@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import numbers
 import types
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -39,6 +40,25 @@ def non_negative(path: str, value: float) -> None:
     if not value >= 0:
         raise ConfigError(f"{path}={value}: must be >= 0")
 
+
+# A seed is a non-negative integer below 2**32 wherever one is read (run.seed, the commands' --seed
+# and --seeds, an arena's records): the range every consumer takes alike (numpy's generators refuse
+# a negative seed, its RandomState one of 2**32 or more, and a run met the first only 9 s into SFT).
+# One check up front, shared by the config and the commands (this module imports no jax).
+SEED_LIMIT = 2**32
+
+
+def seed_problem(value: Any) -> str | None:
+    """Why ``value`` is not a seed, or None; callers prefix the flag or field (``--seed -1: ...``)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or not 0 <= value < SEED_LIMIT:
+        return "a seed is an integer in 0..2**32-1"
+    return None
+
+
+def check_seed(path: str, value: Any) -> None:
+    problem = seed_problem(value)
+    if problem:
+        raise ConfigError(f"{path}={value!r}: {problem}")
 
 
 def plain(value: Any) -> Any:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from envs_bridge.specs import env_names, env_spec
-from milegpo_jax.config.checks import ConfigError, choice, frozen, non_negative, plain, positive, suggestion
+from milegpo_jax.config.checks import ConfigError, check_seed, choice, frozen, non_negative, plain, positive, suggestion
 # jax-free modules of the model package: the config imports without jax (docs/architecture.md §3)
 from milegpo_jax.models.model_config import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
 from milegpo_jax.models.runtime import RuntimeOptions
@@ -104,6 +104,7 @@ class ModelSection:
         choice("model.remat", self.remat, REMAT_POLICIES)
         non_negative("model.attention_block", self.attention_block)
         choice("model.attention_impl", self.attention_impl, ATTENTION_IMPLS)
+        check_seed("model.init_seed", self.init_seed)
 
     @property
     def source(self) -> str | None:
@@ -151,6 +152,8 @@ class EnvSection:
             non_negative(f"env.eval_tasks_per_split.{split}", count)
         if self.eval_tasks_per_split and not self.eval_seeds:
             raise ConfigError("env.eval_seeds is empty: evaluation needs at least one seed")
+        for seed in self.eval_seeds:
+            check_seed("env.eval_seeds", seed)
         for name in ("groups_per_iteration", "group_size", "max_env_steps"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"env.{name}={getattr(self, name)}: must be >= 1")
@@ -312,6 +315,7 @@ class RunSection:
         if self.keep_checkpoints < 1:
             raise ConfigError(f"run.keep_checkpoints={self.keep_checkpoints}: must be >= 1")
         choice("run.best_mode", self.best_mode, BEST_MODES)
+        check_seed("run.seed", self.seed)
 
 
 @dataclasses.dataclass(frozen=True)

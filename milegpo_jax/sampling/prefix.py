@@ -71,7 +71,8 @@ def left_padded(rows: list[np.ndarray], count: int, length: int) -> tuple[np.nda
         if row.size:
             ids[index, length - row.size :] = row
             mask[index, length - row.size :] = 1
-    mask[len(rows) :, -1] = 1  # padding rows get one real token so their attention is defined
+    if len(rows) < count:  # padding rows get one real token so their attention is defined
+        mask[len(rows) :, -1] = 1  # (guarded: an empty prefix is [1, 0] and has no last slot)
     return ids, mask
 
 

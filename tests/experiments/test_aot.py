@@ -153,6 +153,13 @@ def test_missing_libtpu_says_how_to_install_it(tmp_path):
     assert 'pip install "jax[tpu]==0.10.2"' in result.stderr and "bootstrap.sh" in result.stderr
 
 
+def test_help_needs_no_libtpu(tmp_path):
+    result = run_aot("--help", env={"MILEGPO_LIBTPU_DIR": str(tmp_path)}, timeout=60)
+    assert result.returncode == 0 and "--topology" in result.stdout and not result.stderr, result.stderr
+    missing = run_aot("--config", "experiments/configs/demo.py", env={"MILEGPO_LIBTPU_DIR": str(tmp_path)}, timeout=60)
+    assert missing.returncode == 2 and "--topology" in missing.stderr and "libtpu" not in missing.stderr
+
+
 @needs_libtpu
 @pytest.mark.parametrize(
     ("topology", "message"),

@@ -166,7 +166,7 @@ def test_stats_against_hand_computed_values():
         (["--contestants", "gigpo:md"], "--stage applies to milegpo only"),
         (["--contestants", "milegpo:full@nosuch=1"], "unknown credit option 'nosuch'"),
         (["--set", "eta=abc"], "eta='abc': expected float"),
-        (["--tasks", "0"], "the training task set is empty"),
+        (["--tasks", "0"], "--tasks 0: must be in 1..4096"),
         (["--env", "nethack"], "unknown environment 'nethack'"),
         (["--game", "zork"], "unknown TextWorldExpress game 'zork'"),
         (["--update", "trpo"], "--update 'trpo'"),
@@ -174,6 +174,16 @@ def test_stats_against_hand_computed_values():
         (["--train-tasks", "3,x"], "expected comma-separated task ids"),
         (["--train-tasks", "3,3"], "distinct"),
         (["--train-tasks", "3,1000"], "holds task ids 0..999"),
+        # every count has a bound, checked before anything is allocated (issue 46: 3 GB in 19 s)
+        (["--seeds", "100000000"], "--seeds 100000000: must be in 1..1000"),
+        (["--iterations", "0"], "--iterations 0: must be in 1..1000000"),
+        (["--max-steps", "0"], "--max-steps 0: must be in 1..1000"),
+        (["--groups", "100", "--group-size", "100"], "--groups x --group-size: 10000 episodes at once, at most 4096"),
+        # grid values that would run the same run twice, or two rates in one run directory
+        (["--lr-grid", "1,1"], "--lr-grid '1,1': rate 1 is given twice"),
+        (["--lr-grid", "0.1,0.1000001"], "rates 0.1 and 0.1000001 share the run directory name lr0.1"),
+        (["--lr-grid", "1,nan"], "rate nan must be a finite number > 0"),
+        (["--lr", "inf"], "--lr inf: must be a finite number > 0"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
@@ -182,6 +192,27 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and message in err and err.startswith("experiments.arena: ")
     assert not work.exists()  # nothing half-written
+
+
+@pytest.mark.parametrize(
+    "content, message",
+    [(b'{"env": "textworld_express:coin", "settings": {"gro', "arena.json:1: not JSON"), (b"\xff\xfe{}", "arena.json: not UTF-8 text")],
+)
+def test_an_unreadable_arena_json_is_one_line_and_left_alone(tmp_path, capsys, content, message):
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "arena.json").write_bytes(content)  # truncated, or not UTF-8: was a 21-line traceback
+    assert cli.main(["--work", str(work), "--jobs", "1", "--no-progress"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("experiments.arena: ") and message in err, err
+    assert sorted(p.name for p in work.iterdir()) == ["arena.json"] and (work / "arena.json").read_bytes() == content
+
+
+def test_a_work_path_that_is_a_file_is_refused(tmp_path, capsys):
+    work = tmp_path / "file"
+    work.write_text("x")
+    assert cli.main(["--work", str(work), "--jobs", "1", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == f"experiments.arena: --work {work}: not a directory"
 
 
 def test_work_dir_with_other_settings_is_refused(tmp_path, capsys):

@@ -65,3 +65,18 @@ def test_uniform_counts_wins_of_the_uniform_policy(capsys):
     assert uniform.main(["--game", "zork"]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "unknown TextWorldExpress game 'zork'" in err
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        (["--tasks", "100000000"], "--tasks 100000000: must be in 1..4096"),  # was 3 GB in 13 s
+        (["--rollouts", "100000000"], "--rollouts 100000000: must be in 1..4096"),
+        (["--tasks", "64", "--rollouts", "65"], "--tasks x --rollouts: 4160 episodes at once, at most 4096 (one env-server batch)"),
+        (["--servers", "0", "--backend", "pool"], "--servers 0: must be in 1..64"),  # as the arena refuses it
+        (["--seed", "-1"], "--seed -1: a seed is an integer in 0..2**32-1"),
+    ],
+)
+def test_uniform_bad_input_is_one_line_and_exit_2(capsys, extra, message):
+    assert uniform.main(extra) == 2
+    assert capsys.readouterr().err.strip() == f"experiments.arena uniform: {message}"

@@ -108,6 +108,49 @@ def test_summarize_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "results.jsonl.gz: not readable" in capsys.readouterr().err
 
 
+def _gzip_with_corrupt_deflate(work):
+    data = bytearray(gzip.compress((work / "results.jsonl").read_bytes()))
+    data[20:60] = bytes(b ^ 0x55 for b in data[20:60])  # the header stays valid, the deflate stream does not
+    (work / "results.jsonl").unlink()
+    (work / "results.jsonl.gz").write_bytes(bytes(data))
+
+
+def _record_with(work, **fields):
+    lines = (work / "results.jsonl").read_text().splitlines()
+    record = {**json.loads(lines[1]), **fields}
+    (work / "results.jsonl").write_text("\n".join([lines[0], json.dumps(record), *lines[2:]]) + "\n")
+
+
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (_gzip_with_corrupt_deflate, "results.jsonl.gz: not readable (Error -3 while decompressing data"),
+        (lambda work: (work / "arena.json").write_text("[]"), "arena.json: expected a JSON object with env and settings"),
+        (lambda work: (work / "arena.json").write_bytes(b"\xff{}"), "arena.json: not UTF-8 text"),
+        (lambda work: _record_with(work, seed="five"), "results.jsonl: run record 2: seed 'five': a seed is an integer"),
+        (lambda work: _record_with(work, success=[None] * 4, greedy=[0.0] * 4), "run record 2: success: expected a list of success rates"),
+        (lambda work: _record_with(work, success="abc", greedy="abc"), "run record 2: success: expected a list of success rates"),
+        (lambda work: _record_with(work, success=5), "results.jsonl: a run record's success and greedy must be lists"),
+    ],
+)
+def test_summarize_bad_files_are_one_line_and_write_nothing(tmp_path, capsys, damage, message):
+    """Issue 46: each was a traceback (zlib.error, AttributeError, UnicodeDecodeError, TypeError)."""
+    work = tmp_path / "work"
+    shutil.copytree(SAMPLE, work)
+    damage(work)
+    before = sorted(path.name for path in work.iterdir())
+    assert summary.main([str(work)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and err.startswith("experiments.arena summarize: ") and message in err, err
+    assert sorted(path.name for path in work.iterdir()) == before
+
+
+def test_summarize_a_file_instead_of_a_directory(tmp_path, capsys):
+    assert summary.main([str(SAMPLE / "arena.json")]) == 2  # was a NotADirectoryError traceback
+    assert capsys.readouterr().err.strip() == (f"experiments.arena summarize: {SAMPLE / 'arena.json'}: "
+                                               "not a directory (an arena work directory)")
+
+
 def test_paired_t_matches_scipy():
     differences = [0.03, -0.01, 0.05, 0.02, 0.04]
     test = stats.paired_t(differences, 0.05 / 3)
@@ -169,6 +212,15 @@ def test_judge_claims_by_hand():
         (["--select-seeds", "0", "--eval-seeds", "1", "--seeds", "3"], "--seeds: a study takes"),
         (["--select-seeds", "0", "--eval-seeds", "1", "--updates", "pg,trpo"], "--updates 'pg,trpo'"),
         (["--select-seeds", "0", "--eval-seeds", "1", "--margin", "-1"], "--margin -1.0"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--margin", "inf"], "--margin inf: must be a finite number >= 0"),
+        # issue 46: each of these ran (twice the same run, a silently ignored flag, 3 GB before the first run)
+        (["--select-seeds", "0", "--eval-seeds", "1", "--lr-grid", "1,1"], "--lr-grid '1,1': rate 1 is given twice"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--lr-grid", "0.1,0.1000001"], "share the run directory name lr0.1"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--updates", "pg,pg"], "--updates 'pg,pg': give each value once"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--update", "ppo"], "--update ppo: a study takes --updates"),
+        (["--select-seeds", "0", "--eval-seeds", "1", "--update", "bogus"], "--update bogus: a study takes --updates"),
+        (["--select-seeds", "0-100000000", "--eval-seeds", "1"], "--select-seeds '0-100000000': at most 1000 seeds"),
+        (["--select-seeds", "0", "--eval-seeds", "4294967296"], "--eval-seeds '4294967296': expected seeds like"),
     ],
 )
 def test_study_bad_input_is_one_line_and_exit_2(tmp_path, capsys, extra, message):

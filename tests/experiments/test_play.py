@@ -36,6 +36,12 @@ def test_a_huge_task_count_is_refused_up_front(checkpoint_without_tokenizer, cap
     assert time.perf_counter() - start < 5  # nothing built, no server started
 
 
+def test_a_bad_seed_is_refused_up_front(checkpoint_without_tokenizer, capsys):
+    err = _refused(["--checkpoint", str(checkpoint_without_tokenizer), "--env", "textworld_express", "--tasks", "1",
+                    "--seed", "-1"], capsys)
+    assert err == "play: error: --seed -1: a seed is an integer in 0..2**32-1"
+
+
 @pytest.mark.parametrize(
     "files, missing",
     [

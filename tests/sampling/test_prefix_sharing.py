@@ -47,6 +47,29 @@ def test_the_plan_prefills_each_distinct_suffix_once():
     assert share_prefixes(prompts, 16, 32, BUDGET, cache_limit=39, chunk_tokens=2048) is None
 
 
+def _edge_batches() -> dict[str, list[np.ndarray]]:
+    a, b = np.arange(1, 40, dtype=np.int32), np.arange(100, 139, dtype=np.int32)
+    one = [np.array([7], np.int32), np.array([9], np.int32)]
+    return {
+        "repeated prompts, nothing in common": [a, a, b, b],  # was an IndexError in left_padded
+        "one row": [a],
+        "all rows identical": [a] * 4,
+        "prompts of one token": [one[0], one[0], one[1], one[1], one[1]],
+    }
+
+
+@pytest.mark.parametrize("name", list(_edge_batches()))
+def test_shared_greedy_equals_full_on_edge_batches(tiny_model, name):
+    prompts = _edge_batches()[name]
+    config = SamplingConfig(max_new_tokens=4, temperature=0.0)
+    full = generate(tiny_model, prompts, config)
+    shared = generate(tiny_model, prompts, config.replace(prefix_sharing=True))
+    np.testing.assert_array_equal(shared.token_ids, full.token_ids)
+    np.testing.assert_allclose(shared.policy_logprobs, full.policy_logprobs, atol=1e-5)
+    if name != "one row":  # one row has nothing to share: the plain prefill runs
+        assert shared.prefill_positions < full.prefill_positions
+
+
 @pytest.mark.parametrize("chunk_tokens", [2048, 16])  # one chunk, and several chunks per stage
 def test_shared_greedy_equals_full_forwards(tiny_model, chunk_tokens):
     prompts = rollout_like_prompts()
