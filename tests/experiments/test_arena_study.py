@@ -157,8 +157,10 @@ def test_judge_claims_by_hand():
     assert pairs == [("milegpo:full", "milegpo:rcs"), ("milegpo:full", "g2po")]
     rows = stats.judge_claims(scores, pairs, margin=0.01)
     assert [row["verdict"] for row in rows] == ["equivalent", "supported"]
+    # Bonferroni: both intervals at 0.05 / 2, whatever their rank
     assert rows[1]["mean"] == pytest.approx(0.205) and rows[1]["level"] == pytest.approx(0.025)
-    assert rows[0]["level"] == pytest.approx(0.05) and rows[0]["p"] == pytest.approx(1.0)
+    assert rows[0]["level"] == pytest.approx(0.025) and rows[0]["p"] == pytest.approx(1.0)
+    assert rows[1]["p_bonferroni"] == pytest.approx(min(1.0, 2 * rows[1]["p"]))
 
 
 @pytest.mark.parametrize(
