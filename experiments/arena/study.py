@@ -6,7 +6,9 @@
 Every contestant runs every (rate, update) of the grid on the selection seeds; the one with its best
 mean AUC there is then run on the evaluation seeds, and only those are scored (table, claims). Each
 contestant gets the same grid and the same number of runs; nothing is chosen on the seeds it is
-scored on. The margin is recorded with the settings before any run. Takes every arena option
+scored on. The margin is recorded with the settings before any run. ``--matched`` also runs both
+arms of each chain link at their shared option; ``--reuse DIR`` takes an earlier study's selection
+runs (docs/arena.md, "Studies"). Takes every arena option
 (``--seeds`` excepted); the last line on stdout is one JSON object (``"job": "arena-study"``).
 """
 
