@@ -5,12 +5,16 @@ play.py         group rollouts through an exact transition cache, in-process or 
 contestants.py  estimator specs -> credit configs; the random-advantage control
 inputs.py       the commands' input checks: count bounds, seeds, grids, the files summarize reads (pure)
 run.py          one (contestant, seed, learning rate) run
-stats.py        curve summaries, paired t tests, Holm, verdicts, Wilson intervals (pure)
+stats.py        curve summaries, paired t tests, Bonferroni and Holm, verdicts, Wilson intervals (pure)
 analysis.py     run records -> chosen rates, scores, diagnostics, the claim family (pure)
+family.py       pooled (stratified) claims over games, game scales, matched options, the family-wide judgement (pure)
+crossgame.py    several studies' records -> the family's claims, matched-rate comparisons, seed plans (pure)
+power.py        evaluation seeds a claim needs: noncentral-t power, planning spreads (pure)
 envs.py         environment presets, WebShop's search step and backends
 output.py       run files, results.jsonl, tables and the curves PNG
 summary.py      every table and figure from results.jsonl, `python -m experiments.arena summarize`
 cli.py          the command line, `python -m experiments.arena` (docs/arena.md)
 study.py        held-out rates and updates, `python -m experiments.arena study`
+family_report.py  several studies read together, `python -m experiments.arena family`
 uniform.py      the uniform policy's success on a setting, `python -m experiments.arena uniform`
 """

@@ -159,15 +159,17 @@ def _share(value: float | None) -> str:
 def claims_table(title: str, rows: Sequence[Mapping], diagnostics: Mapping[str, Mapping], margin: float) -> str:
     """The claim family (stats.judge_claims) with each side's tie-correction rate (pooled) and zero-advantage share."""
     lines = [f"### {title}", "",
-             f"Paired Δ AUC per seed, Holm-corrected over the {len(rows)} claims (each interval at its Holm level); "
-             f"equivalence margin ±{margin:g} AUC, fixed before the runs.", "",
-             "| claim | seeds | Δ AUC [Holm CI] | CI level | p | p Holm | verdict | tie corr. A / B | zero adv. A / B |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             f"Paired Δ AUC per seed over this setting's {len(rows)} claims, every interval at the Bonferroni level "
+             f"(simultaneous), the verdict read off it; p Holm: the earlier design's adjusted p. Equivalence margin "
+             f"±{margin:g} AUC, fixed before the runs. Exploratory where several settings are read together: "
+             "`python -m experiments.arena family` corrects over all of them.", "",
+             "| claim | seeds | Δ AUC [Bonferroni CI] | CI level | p | p Bonf. | p Holm | verdict | tie corr. A / B | zero adv. A / B |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         a, b = diagnostics.get(row["a"], {}), diagnostics.get(row["b"], {})
         lines.append(
             f"| {row['a']} > {row['b']} | {row['seeds']} | {row['mean']:+.3f} [{row['low']:+.3f}, {row['high']:+.3f}] "
-            f"| {1 - row['level']:.4g} | {_p(row['p'])} | {_p(row['p_holm'])} | **{row['verdict']}** "
+            f"| {1 - row['level']:.4g} | {_p(row['p'])} | {_p(row['p_bonferroni'])} | {_p(row['p_holm'])} | **{row['verdict']}** "
             f"| {_share(a.get('pooled_tie_correction_rate'))} / {_share(b.get('pooled_tie_correction_rate'))} "
             f"| {_share(a.get('zero_advantage_fraction'))} / {_share(b.get('zero_advantage_fraction'))} |"
         )

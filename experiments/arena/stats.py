@@ -6,8 +6,9 @@
   never; the mean is over the runs that reached it, ``reached`` counts them);
 * paired comparison: per seed, contestant minus reference (GiGPO) on ``auc`` and ``last``; the mean
   difference with a two-sided 95 % Student-t interval over seeds;
-* a family of claims (``claim_family``): paired AUC differences with Holm-corrected intervals and a
-  verdict against an equivalence margin fixed before the runs (``judge_claims``, docs/arena.md).
+* a family of claims (``claim_family``): paired AUC differences, every interval at the Bonferroni
+  level alpha/m so the verdicts read off the intervals agree with the correction, against an
+  equivalence margin fixed before the runs (``judge_claims``, docs/arena.md); Holm's adjusted p beside.
 """
 
 from __future__ import annotations
@@ -97,19 +98,23 @@ def claim_family(names: Sequence[str], best_outsider: str | None) -> list[tuple[
 def judge_claims(
     scores: Mapping[str, Mapping[int, float]], pairs: Sequence[tuple[str, str]], margin: float, alpha: float = 0.05
 ) -> list[dict]:
-    """Per pair (A, B): the paired differences A - B over their common seeds, Holm-corrected over the
-    family (test and interval at the pair's Holm level) and the verdict. ``scores``: name -> seed -> AUC."""
+    """Per pair (A, B): the paired differences A - B over their common seeds, each interval at the
+    Bonferroni level alpha/m (simultaneous coverage >= 1 - alpha), and the verdict read off it: it
+    excludes 0 exactly when the Bonferroni-adjusted p is < alpha. Holm's adjusted p is kept beside
+    (never larger; the earlier design's test). ``scores``: name -> seed -> AUC."""
     rows = []
     for better, worse in pairs:
         seeds = sorted(set(scores[better]) & set(scores[worse]))
         differences = [scores[better][s] - scores[worse][s] for s in seeds]
         rows.append({"claim": f"{better} > {worse}", "a": better, "b": worse, "seeds": len(seeds),
                      "p": paired_t(differences, alpha)["p"], "differences": differences})
-    adjusted, levels = holm_levels([row["p"] for row in rows], alpha)
-    for row, p_holm, level in zip(rows, adjusted, levels):
+    adjusted, _ = holm_levels([row["p"] for row in rows], alpha)
+    level = alpha / len(rows) if rows else alpha
+    for row, p_holm in zip(rows, adjusted):
         test = paired_t(row.pop("differences"), level)
-        row.update(mean=test["mean"], low=test["low"], high=test["high"], p_holm=p_holm, level=level,
-                   verdict=verdict(test["low"], test["high"], test["mean"], p_holm < alpha, margin))
+        p_bonferroni = min(1.0, len(rows) * row["p"])
+        row.update(mean=test["mean"], low=test["low"], high=test["high"], p_holm=p_holm, p_bonferroni=p_bonferroni,
+                   level=level, verdict=verdict(test["low"], test["high"], test["mean"], p_bonferroni < alpha, margin))
     return rows
 
 

@@ -200,8 +200,10 @@ def test_judge_claims_by_hand():
     assert pairs == [("milegpo:full", "milegpo:rcs"), ("milegpo:full", "g2po")]
     rows = stats.judge_claims(scores, pairs, margin=0.01)
     assert [row["verdict"] for row in rows] == ["equivalent", "supported"]
+    # Bonferroni: both intervals at 0.05 / 2, whatever their rank
     assert rows[1]["mean"] == pytest.approx(0.205) and rows[1]["level"] == pytest.approx(0.025)
-    assert rows[0]["level"] == pytest.approx(0.05) and rows[0]["p"] == pytest.approx(1.0)
+    assert rows[0]["level"] == pytest.approx(0.025) and rows[0]["p"] == pytest.approx(1.0)
+    assert rows[1]["p_bonferroni"] == pytest.approx(min(1.0, 2 * rows[1]["p"]))
 
 
 @pytest.mark.parametrize(
@@ -249,6 +251,32 @@ def test_study_chooses_on_selection_seeds_and_scores_only_fresh_ones(tmp_path, c
         assert {(r["lr"], r["update"]) for r in scored} == {best}
     assert study.main(argv) == 0  # resumable: nothing reruns
     assert json.loads(capsys.readouterr().out.strip().splitlines()[-1])["ran"] == 0
+
+    # a wider grid in a new directory takes the earlier selection runs (--reuse); --matched adds the
+    # shared option of the chain link graphgpo > gigpo on the evaluation seeds
+    wider = tmp_path / "wider"
+    argv2 = [*argv[:argv.index("--lr-grid")], "--lr-grid", "0.5,3,10", "--updates", "pg,ppo", "--contestants", "graphgpo",
+             "gigpo", "--jobs", "1", "--no-progress", "--work", str(wider), "--matched", "--reuse", str(work)]
+    assert study.main(argv2) == 0
+    line = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    new_records = [json.loads(text) for text in (wider / "results.jsonl").read_text().splitlines()]
+    selection = [r for r in new_records if r["seed"] == 0]
+    assert len(selection) == 2 * 6
+    reused = {(r["lr"], r["update"]) for r in records if r["contestant"] == "gigpo" and r["seed"] == 0}
+    for r in selection:
+        if r["contestant"] == "gigpo" and (r["lr"], r["update"]) in reused:
+            old = next(o for o in records if (o["contestant"], o["seed"], o["lr"], o["update"]) == ("gigpo", 0, r["lr"], r["update"]))
+            assert r["success"] == old["success"]
+    means = {name: {(r["lr"], r["update"]): _auc(r) for r in selection if r["contestant"] == name} for name in ("graphgpo", "gigpo")}
+    shared = max(sorted(means["gigpo"], key=lambda o: (o[1], o[0])), key=lambda o: means["gigpo"][o] + means["graphgpo"][o])
+    for name in ("graphgpo", "gigpo"):
+        best = max(sorted(means[name], key=lambda o: (o[1], o[0])), key=means[name].get)
+        assert {(r["lr"], r["update"]) for r in new_records if r["contestant"] == name and r["seed"] == 1} == {best, shared}
+    arms = len({(r["contestant"], r["lr"], r["update"]) for r in new_records if r["seed"] in (1, 2)})
+    assert line["ran"] == 6 + 2 + 2 * arms  # graphgpo runs its 6 options, gigpo only rate 10 (its 4 others reused)
+    assert json.loads((wider / "arena.json").read_text())["study"]["matched"] is True
+    other = [*argv2[:-2], "--reuse", str(tmp_path / "nothing")]
+    assert study.main(other) == 2 and "--reuse: " in capsys.readouterr().err
 
 
 def test_the_outsider_and_the_rates_are_picked_on_the_selection_seeds_only():
