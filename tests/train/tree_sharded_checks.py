@@ -1,0 +1,42 @@
+"""Tree-packed rows on 8 fake CPU devices (run by ``test_tree_packing.py`` in a child process: the XLA
+device count is fixed when jax first initialises). The PPO loss, metrics and gradients of a sharded,
+scanned, rematerialised model on tree-packed rows equal the unsharded model's on the rows packed alone.
+
+By hand: ``XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m pytest tests/train/tree_sharded_checks.py``.
+"""
+
+from __future__ import annotations
+
+import jax
+import numpy as np
+import pytest
+from flax import nnx
+
+from milegpo_jax import parallel
+from milegpo_jax.models import RuntimeOptions, init_model
+from milegpo_jax.train.packing import NO_SHARING, Sharing
+from tests.train.test_tree_packing import CONFIG, assert_same_update, loss_and_grads, packed_batch, tree_rows
+
+if jax.device_count() != 8:
+    raise RuntimeError("tree_sharded_checks.py needs 8 devices: set XLA_FLAGS=--xla_force_host_platform_device_count=8")
+
+FSDP_TP = {"data": 1, "fsdp": 4, "tensor": 2}
+
+
+@pytest.mark.parametrize(("impl", "capacity", "sharing"), [("blocks", 64, Sharing()),
+                                                          ("splash", 128, Sharing(expand_block=128))])
+def test_sharded_tree_update_equals_the_rows_alone(impl, capacity, sharing):
+    rows = tree_rows(9)
+    plain = init_model(CONFIG, RuntimeOptions(attention_impl="xla"), seed=9)
+    want = loss_and_grads(plain, packed_batch(rows, capacity, NO_SHARING)[1])
+
+    mesh = parallel.make_mesh(FSDP_TP)
+    runtime = RuntimeOptions(attention_impl=impl, attention_block=16, remat="full")
+    model = init_model(CONFIG, runtime, seed=9, sharding=parallel.logical_sharding(mesh, "train"))
+    _, batch = packed_batch(rows, capacity, sharing, quantum=4)  # whole sequences per batch shard
+    graphdef, params = nnx.split(model)
+    shardings = parallel.state_shardings(params, model.sharding)
+    step = jax.jit(lambda p, b: loss_and_grads(nnx.merge(graphdef, p), b), in_shardings=(shardings, None),
+                   out_shardings=((None, None), shardings))
+    got = step(params, batch)
+    assert_same_update(want, got)
