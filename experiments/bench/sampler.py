@@ -129,6 +129,20 @@ def _divergence_gaps(reference, prompts, ours, theirs) -> list[float]:
     return gaps
 
 
+def greedy_agreement(same_rows, gaps: list[float]) -> tuple[str, dict]:
+    """The report line and figures of greedy agreement: ``same_rows`` (bool per row) says which rows
+    equal transformers' tokens, ``gaps`` has one logit gap per differing row (empty: all agree)."""
+    line = f"greedy tokens identical in {int(same_rows.sum())}/{same_rows.size} rows"
+    if gaps:
+        line += f"; where they differ, transformers' logits of the two tokens are {max(gaps):.1e} apart at most"
+    return line, {
+        "greedy_identical": bool(same_rows.all()),
+        "greedy_identical_rows": int(same_rows.sum()),
+        "greedy_identical_up_to_near_ties": all(gap < NEAR_TIE for gap in gaps),
+        "greedy_divergence_max_logit_gap": max(gaps, default=0.0),
+    }
+
+
 def _bandwidth_bound(model, args) -> float:
     """New tokens/s if every decode step only had to stream weights + the mean context's KV cache."""
     import jax
@@ -233,15 +247,12 @@ def main(argv: list[str] | None = None) -> dict:
         torch_median = statistics.median(torch_s)
         same_rows = (ours.token_ids == theirs).all(axis=1)
         gaps = _divergence_gaps(reference, prompts, ours.token_ids, theirs)
+        line, agreement = greedy_agreement(same_rows, gaps)
         print(f"{'transformers':<14}{torch_median:>10.3f}{new_tokens / torch_median:>12.0f}")
-        differ = f"; where they differ, transformers' logits of the two tokens are {max(gaps):.1e} apart at most"
-        print(f"greedy tokens identical in {int(same_rows.sum())}/{args.batch} rows" + (differ if gaps else ""))
+        print(line)
         figures.update(
             speedup_vs_transformers=round(torch_median / jax_median, 3),
-            greedy_identical=bool(same_rows.all()),
-            greedy_identical_rows=int(same_rows.sum()),
-            greedy_identical_up_to_near_ties=all(gap < NEAR_TIE for gap in gaps),
-            greedy_divergence_max_logit_gap=max(gaps, default=0.0),
+            **agreement,
             transformers_new_tokens_per_s=round(new_tokens / torch_median, 1),
             transformers_s_per_batch=round(torch_median, 4),
             transformers_rounds_s=[round(t, 4) for t in torch_s],
