@@ -22,7 +22,9 @@ Reported: seconds per batch and new tokens/s for each (median over rounds), our 
 agree; where a row differs, the gap between transformers' own logits of the two tokens at the first
 difference (below ``NEAR_TIE``: a near-tie that float32 rounding decides either way). Ends with one
 JSON line ``{"bench": "sampler", "speedup_vs_transformers": ..., "greedy_identical": ..., ...}``.
-Run: ``python -m experiments.bench.sampler [--batch 32 --prompt 256 --new-tokens 128]``.
+Run: ``python -m experiments.bench.sampler [--batch 32 --prompt 256 --new-tokens 128]``; ``--smoke``: the
+same in miniature (``SMOKE``: a 1-layer model, 2 rows, 4 new tokens, one round; with ``--checkpoint``
+the rollout benchmark's miniature).
 
 Accelerator run: ``--preset qwen2.5-1.5b --dtype bfloat16 --batch 128 --skip-transformers
 --peak-bandwidth-gbs 4800`` (random weights, no checkpoint) also reports the fraction of the
@@ -41,6 +43,10 @@ import time
 from pathlib import Path
 
 from experiments.bench.threads import configure_cpu_threads
+
+# --smoke: defaults for a run in seconds (explicit flags still win); the rollout's are in sampler_rollout
+SMOKE = dict(batch=2, prompt=8, new_tokens=4, rounds=1, hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64,
+             vocab=256, groups=1, group_size=2)
 
 
 def _parse(argv):
@@ -67,10 +73,18 @@ def _parse(argv):
     parser.add_argument("--threads", type=int, default=2, help="with --checkpoint: torch threads (XLA uses every core)")
     parser.add_argument("--groups", type=int, default=0, help="with --checkpoint: G groups (0: the recipe's)")
     parser.add_argument("--group-size", type=int, default=0, help="with --checkpoint: K rollouts (0: the recipe's)")
+    parser.add_argument("--smoke", action="store_true", help="a miniature run (SMOKE), to check the code path")
+    if parser.parse_known_args(argv)[0].smoke:
+        from experiments.bench.sampler_rollout import SMOKE_RECIPE
+
+        parser.set_defaults(**SMOKE, config=SMOKE_RECIPE)
     args = parser.parse_args(argv)
     if args.checkpoint is not None:
-        if not Path(args.checkpoint, "config.json").is_file():
-            parser.exit(2, f"error: --checkpoint {args.checkpoint}: no config.json there (a Hugging Face checkpoint)\n")
+        from experiments.bench.sampler_rollout import checkpoint_problem
+
+        problem = checkpoint_problem(args.checkpoint)
+        if problem:
+            parser.exit(2, f"error: {problem}\n")
         if not Path(args.config).is_file():
             parser.exit(2, f"error: --config {args.config}: no such file\n")
         if args.rounds < 1 or args.threads < 1 or args.groups < 0 or args.group_size < 0:
