@@ -18,7 +18,7 @@ Ends with one JSON line ``{"bench": "lm_head", "speedup": ..., "response_head_s"
 "every_position_s": ..., "head_width": ..., "capacity": ..., "max_metric_gap": ..., ...}``.
 Run: ``python -m experiments.bench.lm_head --checkpoint DIR [--rounds 2] [--groups 2 --group-size 4]``
 (``DIR``: the converted SmolLM2 checkpoint, docs/results/real-llm.md). ``--smoke``: the same in miniature,
-one round over the demo recipe's rollout of one group of two, two turns (``sampler_rollout.SMOKE_OVERRIDES``),
+one round over the demo recipe's rollout of one group of two, one turn (``sampler_rollout.SMOKE_OVERRIDES``),
 on ``DIR`` or, without ``--checkpoint``, on a tiny random policy written to a temporary directory.
 """
 

@@ -15,7 +15,7 @@ the K rollouts of a group share their prompt, and over all turns), and greedy ag
 tokens equal transformers'). Ends with one JSON line ``{"bench": "sampler_rollout", ...}``.
 
 ``--smoke`` plays the demo recipe in miniature (``SMOKE_RECIPE``, ``SMOKE_OVERRIDES``: one group of
-two, two turns of 8 new tokens) on any checkpoint with tokenizer files, e.g. ``write_smoke_checkpoint``'s.
+two, one turn of 8 new tokens) on any checkpoint with tokenizer files, e.g. ``write_smoke_checkpoint``'s.
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ import numpy as np
 
 SMOKE_RECIPE = str(Path(__file__).resolve().parents[1] / "configs" / "demo.py")
 SMOKE_POLICY = ("sft.episodes=0", "model.architecture.num_layers=1")  # the demo's policy: random, one layer
-# two turns of short answers, micro-batches of two rows (also experiments/bench/update.py's)
-SMOKE_OVERRIDES = ("env.max_env_steps=2", "sampling.max_new_tokens=8", "ppo.minibatch_rows=4", "ppo.microbatch_rows=2")
+# one turn (each turn's prompts compile anew) of short answers, micro-batches of two rows (also bench.update's)
+SMOKE_OVERRIDES = ("env.max_env_steps=1", "sampling.max_new_tokens=8", "ppo.minibatch_rows=4",
+                   "ppo.microbatch_rows=2")
 
 
 def checkpoint_problem(directory: str) -> str | None:
@@ -47,12 +48,14 @@ def checkpoint_problem(directory: str) -> str | None:
     return None
 
 
-def recipe_config(recipe: str, checkpoint: str, *, seed: int, groups: int = 0, group_size: int = 0, smoke: bool = False):
+def recipe_config(recipe: str, checkpoint: str, *, seed: int, groups: int = 0, group_size: int = 0,
+                  smoke: bool = False):
     """The recipe with the checkpoint as its policy (whatever model the recipe names), ``groups`` x
     ``group_size`` rollouts (0: the recipe's), shrunk by ``SMOKE_OVERRIDES`` when ``smoke``."""
     from experiments.train import build_config
 
-    overrides = [f"model.hf_checkpoint={checkpoint}", "model.preset=None", "model.architecture=None", f"run.seed={seed}"]
+    overrides = [f"model.hf_checkpoint={checkpoint}", "model.preset=None", "model.architecture=None",
+                 f"run.seed={seed}"]
     if groups:
         overrides.append(f"env.groups_per_iteration={groups}")
     if group_size:

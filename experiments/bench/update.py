@@ -24,7 +24,7 @@ plus causal attention over each row's own length). Ends with one JSON line with
 
 Run: ``python -m experiments.bench.update [--rounds 3] [--config.a.b=value ...]`` (a few minutes on 2
 cores: the warm start and the rollout come first; ``--config.sft.epochs=1`` shortens the warm start).
-``--smoke``: the same in miniature (``SMOKE_OVERRIDES``: a random 1-layer policy, one group of two, two turns;
+``--smoke``: the same in miniature (``SMOKE_OVERRIDES``: a random 1-layer policy, one group of two, one turn;
 one round).
 """
 
@@ -48,7 +48,7 @@ from experiments.bench.sampler_rollout import SMOKE_OVERRIDES as SMOKE_ROLLOUT
 from experiments.bench.sampler_rollout import SMOKE_POLICY
 
 CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "demo.py")
-# --smoke: a random 1-layer policy (no SFT) and a rollout of one group of two, two turns (before the user's overrides)
+# --smoke: a random 1-layer policy (no SFT) and a rollout of one group of two, one turn (before the user's overrides)
 SMOKE_OVERRIDES = (*SMOKE_POLICY, "env.groups_per_iteration=1", "env.group_size=2", *SMOKE_ROLLOUT)
 
 
