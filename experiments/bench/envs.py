@@ -16,7 +16,10 @@ of the same group visit (16 groups x 8). Ends with one JSON line. Run:
     python -m experiments.bench.envs [--num-envs 128] [--seconds 12] [--envs textworld_express webshop]
 
 ALFWorld imports only in its own interpreter, so its figures come from running this there (both sides
-then use it): ``.venv-alfworld/bin/python -m experiments.bench.envs --envs alfworld``.
+then use it): ``.venv-alfworld/bin/python -m experiments.bench.envs --envs alfworld``, over the games of
+docs/alfworld-games.md. An environment named in ``--envs`` that cannot run here (not importable in this
+interpreter, no games) is refused in one line with exit 2; without ``--envs`` it is skipped with that line.
+``--smoke``: TextWorldExpress in miniature (``SMOKE``: 2 envs, a few ticks, one round).
 """
 
 from __future__ import annotations
@@ -30,11 +33,11 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 
-from envs_bridge.base import EnvAdapter, StepResult
+from envs_bridge.base import EnvAdapter, EnvError, StepResult
 from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
 from envs_bridge.random_play import play_random_groups
-from envs_bridge.registry import EnvUnavailableError, adapter_class, env_names, make_adapter
+from envs_bridge.registry import EnvUnavailableError, env_names, make_adapter
 
 # Options per environment for the benchmark (the adapters' defaults otherwise).
 BENCH_OPTIONS: dict[str, dict] = {
@@ -42,6 +45,9 @@ BENCH_OPTIONS: dict[str, dict] = {
     "alfworld": {"max_steps": 50},  # games: $ALFWORLD_DATA or the generated cache (envs_bridge/alfworld/games.py)
 }
 WARMUP_TICKS = 3
+# --smoke: defaults for a run in seconds (explicit flags still win)
+SMOKE = dict(envs=["textworld_express"], num_envs=2, seconds=0.3, rounds=1, max_ticks=3, share_groups=1,
+             share_group_size=2)
 
 
 class _Loop:
@@ -129,15 +135,34 @@ def repeated_state_share(env: str, num_groups: int, group_size: int, seed: int) 
         return play_random_groups(pool, plan, random.Random(seed)).repeated_state_share
 
 
-def available_envs() -> list[str]:
+def unusable(env: str) -> str | None:
+    """Why ``env`` cannot be benchmarked in this interpreter (one line), or None: unknown, not importable
+    here, options refused, or no training task (ALFWorld without games); one adapter is built to tell."""
+    try:
+        adapter = make_adapter(env, **BENCH_OPTIONS.get(env, {}))
+    except EnvUnavailableError as error:  # both sides need it in process
+        return f"{error}; this benchmark runs under that interpreter"
+    except EnvError as error:
+        return str(error)
+    try:
+        return None if adapter.num_tasks("train") > 0 else f"environment {env!r} has no training task here"
+    finally:
+        adapter.close()
+
+
+def usable_envs(named: list[str] | None) -> list[str]:
+    """The environments to run: those named (one that cannot run here exits 2 with its reason), else
+    every registered one that can (the others skipped, each with its reason on stderr)."""
     names = []
-    for name in env_names():
-        try:
-            adapter_class(name)
-        except EnvUnavailableError as error:
-            print(f"skipping {name}: {error}", file=sys.stderr)
-            continue
-        names.append(name)
+    for name in named if named is not None else env_names():
+        problem = unusable(name)
+        if problem is None:
+            names.append(name)
+        elif named is not None:
+            print(f"error: --envs {name}: {problem}", file=sys.stderr)
+            sys.exit(2)
+        else:
+            print(f"skipping {name}: {problem}", file=sys.stderr)
     return names
 
 
@@ -185,10 +210,13 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--share-groups", type=int, default=16, help="groups for the repeated-state share")
     parser.add_argument("--share-group-size", type=int, default=8)
+    parser.add_argument("--smoke", action="store_true", help="a miniature run (SMOKE), to check the code path")
+    if parser.parse_known_args(argv)[0].smoke:
+        parser.set_defaults(**SMOKE)
     args = parser.parse_args(argv)
 
     figures: dict = {"bench": "envs", "num_envs": args.num_envs}
-    for env in args.envs if args.envs is not None else available_envs():
+    for env in usable_envs(args.envs):
         figures.update(bench_env(env, args))
     print(json.dumps(figures))
     return figures

@@ -17,7 +17,9 @@ process.
 Ends with one JSON line ``{"bench": "lm_head", "speedup": ..., "response_head_s": ...,
 "every_position_s": ..., "head_width": ..., "capacity": ..., "max_metric_gap": ..., ...}``.
 Run: ``python -m experiments.bench.lm_head --checkpoint DIR [--rounds 2] [--groups 2 --group-size 4]``
-(``DIR``: the converted SmolLM2 checkpoint, docs/results/real-llm.md).
+(``DIR``: the converted SmolLM2 checkpoint, docs/results/real-llm.md). ``--smoke``: the same in miniature,
+one round over the demo recipe's rollout of one group of two, one turn (``sampler_rollout.SMOKE_OVERRIDES``),
+on ``DIR`` or, without ``--checkpoint``, on a tiny random policy written to a temporary directory.
 """
 
 from __future__ import annotations
@@ -26,10 +28,13 @@ import argparse
 import json
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from experiments.bench.sampler_rollout import SMOKE_RECIPE, checkpoint_problem, recipe_config, write_smoke_checkpoint
 
 RECIPE = str(Path(__file__).resolve().parents[1] / "configs" / "smollm2_twx.py")
 
@@ -58,30 +63,49 @@ def rollout_responses(config, model, tokenizer) -> list:
 
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m experiments.bench.lm_head", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, help="a converted checkpoint directory (config.json, weights)")
+    parser.add_argument("--checkpoint", default=None, help="a converted checkpoint directory (config.json, weights, "
+                        "tokenizer files); required unless --smoke")
     parser.add_argument("--config", default=RECIPE, help="the recipe (default: experiments/configs/smollm2_twx.py)")
     parser.add_argument("--groups", type=int, default=2, help="task groups of the rollout")
     parser.add_argument("--group-size", type=int, default=4, help="rollouts per group")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds after the compiling one")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="a miniature run, to check the code path")
+    if parser.parse_known_args(argv)[0].smoke:
+        parser.set_defaults(config=SMOKE_RECIPE, groups=1, group_size=2, rounds=1)
     args = parser.parse_args(argv)
     for name in ("groups", "group_size", "rounds"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if not (Path(args.checkpoint) / "config.json").is_file():
-        print(f"error: --checkpoint {args.checkpoint}: no config.json there", file=sys.stderr)
-        sys.exit(2)
+    if args.checkpoint is None and not args.smoke:
+        parser.error("--checkpoint is required (or --smoke, for a tiny random policy)")
+    if not Path(args.config).is_file():
+        _refuse(f"--config {args.config}: no such file")
+    problem = args.checkpoint and checkpoint_problem(args.checkpoint)
+    if problem:
+        _refuse(problem)
     return args
+
+
+def _refuse(message: str):
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(2)
 
 
 def main(argv: list[str] | None = None) -> dict:
     args = _parse(argv)
+    if args.checkpoint is None:  # --smoke alone: a tiny random policy
+        with tempfile.TemporaryDirectory() as scratch:
+            args.checkpoint = str(write_smoke_checkpoint(Path(scratch)))
+            return run(args)
+    return run(args)
 
+
+def run(args) -> dict:
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
-    from experiments.train import build_config
     from milegpo_jax.models import load_pretrained
     from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.models.tokenizer import load_tokenizer
@@ -89,8 +113,8 @@ def main(argv: list[str] | None = None) -> dict:
     from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
     from milegpo_jax.train.step import PPOLoss, build_train_step, jit_train_step
 
-    config = build_config(args.config, [f"model.hf_checkpoint={args.checkpoint}", f"run.seed={args.seed}",
-                                        f"env.groups_per_iteration={args.groups}", f"env.group_size={args.group_size}"])
+    config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups, group_size=args.group_size,
+                           smoke=args.smoke)
     runtime = RuntimeOptions.from_config(config)
     model, _ = load_pretrained(args.checkpoint, runtime=runtime)
     tokenizer = load_tokenizer(Path(args.checkpoint))

@@ -10,7 +10,8 @@ like-for-like figure (it must be decided before jax starts, hence a flag).
 Reports median milliseconds per batch and tokens/s for each, the ratio torch / jax, the compile time
 and the largest logit difference (a sanity check that both computed the same thing). Ends with one
 JSON line: ``{"bench": "model", "speedup_vs_transformers": <x>, ...}``.
-Run: ``python -m experiments.bench.model [--batch 8 --seq 256 --repeats 10]``.
+Run: ``python -m experiments.bench.model [--batch 8 --seq 256 --repeats 10]``; ``--smoke``: the same in
+miniature (``SMOKE``: a 1-layer model, 2 x 16 tokens, one repeat).
 """
 
 from __future__ import annotations
@@ -22,6 +23,9 @@ import tempfile
 import time
 
 from experiments.bench.threads import configure_cpu_threads
+
+# --smoke: defaults for a run in seconds (explicit flags still win)
+SMOKE = dict(batch=2, seq=16, repeats=1, hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64, vocab=256)
 
 
 def _parse(argv):
@@ -37,6 +41,9 @@ def _parse(argv):
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument("--jax-single-thread", action="store_true")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="a miniature run (SMOKE), to check the code path")
+    if parser.parse_known_args(argv)[0].smoke:
+        parser.set_defaults(**SMOKE)
     return parser.parse_args(argv)
 
 

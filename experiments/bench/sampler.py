@@ -22,7 +22,9 @@ Reported: seconds per batch and new tokens/s for each (median over rounds), our 
 agree; where a row differs, the gap between transformers' own logits of the two tokens at the first
 difference (below ``NEAR_TIE``: a near-tie that float32 rounding decides either way). Ends with one
 JSON line ``{"bench": "sampler", "speedup_vs_transformers": ..., "greedy_identical": ..., ...}``.
-Run: ``python -m experiments.bench.sampler [--batch 32 --prompt 256 --new-tokens 128]``.
+Run: ``python -m experiments.bench.sampler [--batch 32 --prompt 256 --new-tokens 128]``; ``--smoke``: the
+same in miniature (``SMOKE``: a 1-layer model, 2 rows, 4 new tokens, one round; with ``--checkpoint``
+the rollout benchmark's miniature).
 
 Accelerator run: ``--preset qwen2.5-1.5b --dtype bfloat16 --batch 128 --skip-transformers
 --peak-bandwidth-gbs 4800`` (random weights, no checkpoint) also reports the fraction of the
@@ -41,6 +43,10 @@ import time
 from pathlib import Path
 
 from experiments.bench.threads import configure_cpu_threads
+
+# --smoke: defaults for a run in seconds (explicit flags still win); the rollout's are in sampler_rollout
+SMOKE = dict(batch=2, prompt=8, new_tokens=4, rounds=1, hidden=32, layers=1, heads=2, kv_heads=1, intermediate=64,
+             vocab=256, groups=1, group_size=2)
 
 
 def _parse(argv):
@@ -67,10 +73,18 @@ def _parse(argv):
     parser.add_argument("--threads", type=int, default=2, help="with --checkpoint: torch threads (XLA uses every core)")
     parser.add_argument("--groups", type=int, default=0, help="with --checkpoint: G groups (0: the recipe's)")
     parser.add_argument("--group-size", type=int, default=0, help="with --checkpoint: K rollouts (0: the recipe's)")
+    parser.add_argument("--smoke", action="store_true", help="a miniature run (SMOKE), to check the code path")
+    if parser.parse_known_args(argv)[0].smoke:
+        from experiments.bench.sampler_rollout import SMOKE_RECIPE
+
+        parser.set_defaults(**SMOKE, config=SMOKE_RECIPE)
     args = parser.parse_args(argv)
     if args.checkpoint is not None:
-        if not Path(args.checkpoint, "config.json").is_file():
-            parser.exit(2, f"error: --checkpoint {args.checkpoint}: no config.json there (a Hugging Face checkpoint)\n")
+        from experiments.bench.sampler_rollout import checkpoint_problem
+
+        problem = checkpoint_problem(args.checkpoint)
+        if problem:
+            parser.exit(2, f"error: {problem}\n")
         if not Path(args.config).is_file():
             parser.exit(2, f"error: --config {args.config}: no such file\n")
         if args.rounds < 1 or args.threads < 1 or args.groups < 0 or args.group_size < 0:
@@ -127,6 +141,20 @@ def _divergence_gaps(reference, prompts, ours, theirs) -> list[float]:
             logits = reference(sequence).logits[0, -1].float().numpy()
         gaps.append(float(abs(logits[ours[row, step]] - logits[theirs[row, step]])))
     return gaps
+
+
+def greedy_agreement(same_rows, gaps: list[float]) -> tuple[str, dict]:
+    """The report line and figures of greedy agreement: ``same_rows`` (bool per row) says which rows
+    equal transformers' tokens, ``gaps`` has one logit gap per differing row (empty: all agree)."""
+    line = f"greedy tokens identical in {int(same_rows.sum())}/{same_rows.size} rows"
+    if gaps:
+        line += f"; where they differ, transformers' logits of the two tokens are {max(gaps):.1e} apart at most"
+    return line, {
+        "greedy_identical": bool(same_rows.all()),
+        "greedy_identical_rows": int(same_rows.sum()),
+        "greedy_identical_up_to_near_ties": all(gap < NEAR_TIE for gap in gaps),
+        "greedy_divergence_max_logit_gap": max(gaps, default=0.0),
+    }
 
 
 def _bandwidth_bound(model, args) -> float:
@@ -233,15 +261,12 @@ def main(argv: list[str] | None = None) -> dict:
         torch_median = statistics.median(torch_s)
         same_rows = (ours.token_ids == theirs).all(axis=1)
         gaps = _divergence_gaps(reference, prompts, ours.token_ids, theirs)
+        line, agreement = greedy_agreement(same_rows, gaps)
         print(f"{'transformers':<14}{torch_median:>10.3f}{new_tokens / torch_median:>12.0f}")
-        differ = f"; where they differ, transformers' logits of the two tokens are {max(gaps):.1e} apart at most"
-        print(f"greedy tokens identical in {int(same_rows.sum())}/{args.batch} rows" + (differ if gaps else ""))
+        print(line)
         figures.update(
             speedup_vs_transformers=round(torch_median / jax_median, 3),
-            greedy_identical=bool(same_rows.all()),
-            greedy_identical_rows=int(same_rows.sum()),
-            greedy_identical_up_to_near_ties=all(gap < NEAR_TIE for gap in gaps),
-            greedy_divergence_max_logit_gap=max(gaps, default=0.0),
+            **agreement,
             transformers_new_tokens_per_s=round(new_tokens / torch_median, 1),
             transformers_s_per_batch=round(torch_median, 4),
             transformers_rounds_s=[round(t, 4) for t in torch_s],

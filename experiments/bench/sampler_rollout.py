@@ -13,6 +13,9 @@ Reported: new tokens/s of each (all turns' rows x budget over the median time of
 prefill share, the prefill positions computed against the prompt tokens (at the first turn, where
 the K rollouts of a group share their prompt, and over all turns), and greedy agreement (rows whose
 tokens equal transformers'). Ends with one JSON line ``{"bench": "sampler_rollout", ...}``.
+
+``--smoke`` plays the demo recipe in miniature (``SMOKE_RECIPE``, ``SMOKE_OVERRIDES``: one group of
+two, one turn of 8 new tokens) on any checkpoint with tokenizer files, e.g. ``write_smoke_checkpoint``'s.
 """
 
 from __future__ import annotations
@@ -23,6 +26,51 @@ import time
 from pathlib import Path
 
 import numpy as np
+
+SMOKE_RECIPE = str(Path(__file__).resolve().parents[1] / "configs" / "demo.py")
+SMOKE_POLICY = ("sft.episodes=0", "model.architecture.num_layers=1")  # the demo's policy: random, one layer
+# one turn (each turn's prompts compile anew) of short answers, micro-batches of two rows (also bench.update's)
+SMOKE_OVERRIDES = ("env.max_env_steps=1", "sampling.max_new_tokens=8", "ppo.minibatch_rows=4",
+                   "ppo.microbatch_rows=2")
+
+
+def checkpoint_problem(directory: str) -> str | None:
+    """Why ``directory`` cannot be the benchmark's policy (one line), or None: its config.json and the
+    tokenizer files are checked before anything loads, as ``experiments.play`` and ``train`` refuse them."""
+    from milegpo_jax.models.tokenizer import TokenizerFilesError, check_tokenizer_files
+
+    if not Path(directory, "config.json").is_file():
+        return f"--checkpoint {directory}: no config.json there (a Hugging Face checkpoint)"
+    try:
+        check_tokenizer_files(Path(directory))
+    except TokenizerFilesError as error:
+        return str(error)
+    return None
+
+
+def recipe_config(recipe: str, checkpoint: str, *, seed: int, groups: int = 0, group_size: int = 0,
+                  smoke: bool = False):
+    """The recipe with the checkpoint as its policy (whatever model the recipe names), ``groups`` x
+    ``group_size`` rollouts (0: the recipe's), shrunk by ``SMOKE_OVERRIDES`` when ``smoke``."""
+    from experiments.train import build_config
+
+    overrides = [f"model.hf_checkpoint={checkpoint}", "model.preset=None", "model.architecture=None",
+                 f"run.seed={seed}"]
+    if groups:
+        overrides.append(f"env.groups_per_iteration={groups}")
+    if group_size:
+        overrides.append(f"env.group_size={group_size}")
+    return build_config(recipe, overrides + list(SMOKE_OVERRIDES if smoke else ()))
+
+
+def write_smoke_checkpoint(directory: Path) -> Path:
+    """A tiny random policy in ``directory``: the demo's model (one layer) and word tokenizer, no warm start."""
+    from experiments.train import build_config
+    from milegpo_jax.train.warm_start import write_warm_start
+
+    config = build_config(SMOKE_RECIPE, [*SMOKE_POLICY, "logging.progress_bar=false"])
+    write_warm_start(config, directory / "checkpoint", tokenizer_dir=directory / "tokenizer")
+    return directory / "checkpoint"
 
 
 class RecordingPolicy:
@@ -83,18 +131,13 @@ def run(args) -> dict:
     import torch
     from transformers import AutoModelForCausalLM
 
-    from experiments.train import build_config
     from milegpo_jax.models import load_pretrained
     from milegpo_jax.models.tokenizer import load_tokenizer
     from milegpo_jax.sampling import SamplingConfig, generate
 
     torch.set_num_threads(args.threads)
-    overrides = [f"model.hf_checkpoint={args.checkpoint}", f"run.seed={args.seed}"]
-    if args.groups:
-        overrides.append(f"env.groups_per_iteration={args.groups}")
-    if args.group_size:
-        overrides.append(f"env.group_size={args.group_size}")
-    config = build_config(args.config, overrides)
+    config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups,
+                           group_size=args.group_size, smoke=args.smoke)
     model, _ = load_pretrained(args.checkpoint)
     tokenizer = load_tokenizer(Path(args.checkpoint))
     turns = record_rollout_turns(config, model, tokenizer)

@@ -24,6 +24,8 @@ plus causal attention over each row's own length). Ends with one JSON line with
 
 Run: ``python -m experiments.bench.update [--rounds 3] [--config.a.b=value ...]`` (a few minutes on 2
 cores: the warm start and the rollout come first; ``--config.sft.epochs=1`` shortens the warm start).
+``--smoke``: the same in miniature (``SMOKE_OVERRIDES``: a random 1-layer policy, one group of two, one turn;
+one round).
 """
 
 from __future__ import annotations
@@ -42,7 +44,12 @@ import numpy as np
 import optax
 from flax import nnx
 
+from experiments.bench.sampler_rollout import SMOKE_OVERRIDES as SMOKE_ROLLOUT
+from experiments.bench.sampler_rollout import SMOKE_POLICY
+
 CONFIG = str(Path(__file__).resolve().parents[1] / "configs" / "demo.py")
+# --smoke: a random 1-layer policy (no SFT) and a rollout of one group of two, one turn (before the user's overrides)
+SMOKE_OVERRIDES = (*SMOKE_POLICY, "env.groups_per_iteration=1", "env.group_size=2", *SMOKE_ROLLOUT)
 
 
 # ----------------------------------------------------------------------------- the old update (baseline)
@@ -189,7 +196,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="alternating timing rounds")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--smoke", action="store_true", help="a miniature run (SMOKE_OVERRIDES, one round)")
+    if parser.parse_known_args(rest)[0].smoke:
+        parser.set_defaults(rounds=1)
     args = parser.parse_args(rest)
+    if args.smoke:
+        overrides = [*SMOKE_OVERRIDES, *overrides]
     if args.rounds < 1:
         print("error: --rounds must be >= 1", file=sys.stderr)
         sys.exit(2)
