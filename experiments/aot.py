@@ -140,6 +140,9 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     parser.add_argument("--logits-chunk", type=int, default=None,
                         help="LM-head positions per chunk in the PPO loss (default: the config's ppo.logits_chunk)")
     parser.add_argument("--no-cost", action="store_true", help="leave out the train step's and prefill's FLOPs and roofline")
+    parser.add_argument("--shared-factor", type=float, default=0.0, metavar="R",
+                        help="also compile the train step on the same rows tree-packed, their prompts sharing R-fold "
+                             "(rows-alone positions per position computed; experiments.bench.tree_update measures it)")
     parser.add_argument("--json", action="store_true", help="end with one JSON line of the results")
     return parser.parse_args(rest), overrides
 
@@ -284,7 +287,7 @@ class Report:
             return f"{n / GIB:7.2f}"
 
         verdict = "fits" if self.fits(hbm) else "DOES NOT FIT"
-        text = (f"{self.what:8s} {g(self.arguments)} {g(self.outputs)} {g(self.aliased)} {g(self.temporaries)} "
+        text = (f"{self.what:10s} {g(self.arguments)} {g(self.outputs)} {g(self.aliased)} {g(self.temporaries)} "
                 f"{g(self.code)} {g(self.total)} / {hbm / GIB:.0f}  {self.compile_s:6.1f}  {verdict}")
         if self.host_temporaries:
             text += f" (and {self.host_temporaries / GIB:.2f} GiB in host memory)"
@@ -374,14 +377,35 @@ def train_step_program(config, graphdef, runtime):
     return build_train_step(config, graphdef, runtime), shape
 
 
+def tree_shape(shape, factor: float, form: str):
+    """The same mini-batch's rows tree-packed (docs/training.md §3.1) when their prompts share
+    ``factor``-fold: ``factor``-fold fewer sequences of the same length, each with ``factor`` times the
+    LM-head positions; on a fused kernel each sequence expands to ``factor`` times its positions and a
+    micro-batch holds as many sequences as keep its attention slots within the rows-alone one's
+    (``packing.sequences_per_micro``). Returns (micro-batches, sequences, positions, LM-head
+    positions, tree levels, expanded slots)."""
+    from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS
+    from milegpo_jax.train.packing import sequences_per_micro
+    from milegpo_jax.train.prefix_tree import MAX_DEPTH
+
+    micro, rows, length, head = shape
+    sequences = max(1, math.ceil(micro * rows / factor))
+    expanded = KERNEL_BLOCK * math.ceil(factor * length / KERNEL_BLOCK) if form in KERNEL_PLATFORMS else 0
+    per_micro = min(sequences_per_micro(rows, length, expanded), sequences)
+    head = min(length, KERNEL_BLOCK * math.ceil(head * factor / KERNEL_BLOCK))
+    return math.ceil(sequences / per_micro), per_micro, length, head, MAX_DEPTH, expanded
+
+
 def jitted_with_arguments(step, params, param_shardings, sharding, shape):
     """(the jitted ``step``, its abstract arguments) for batches of ``shape`` (micro-batches, sequences,
-    positions, LM-head positions), parameters and optimizer state placed and donated as the trainer does."""
+    positions, LM-head positions[, tree levels, expanded slots]), parameters and optimizer state placed
+    and donated as the trainer does."""
     from milegpo_jax.train.step import batch_shapes, jit_train_step, train_step_shardings
 
     _, opt_shardings, abstract_opt = train_step_shardings(step, params, sharding)
     opt_state = with_shardings(abstract_opt, opt_shardings)
-    batch = batch_shapes(step.loss.keys, *shape, sharding)
+    micro, rows, length, head, *tree = shape
+    batch = batch_shapes(step.loss.keys, micro, rows, length, head, sharding, *tree)
     return jit_train_step(step, param_shardings, opt_shardings), (params, opt_state, batch)
 
 
@@ -420,7 +444,8 @@ def train_cost(compiled, model_cfg, form: str, shape, chips: int, generation: st
     from experiments.bench.device import matmul_params, train_flops
     from milegpo_jax.models import num_params
 
-    micro, rows, length, head = shape
+    micro, rows, length, head, *tree = shape
+    attended = tree[1] if tree and tree[1] else length  # a kernel attends over a tree's expanded slots
     sequences = micro * rows
     analysis = compiled.cost_analysis()
     analysis = analysis[0] if isinstance(analysis, (list, tuple)) else analysis
@@ -429,7 +454,7 @@ def train_cost(compiled, model_cfg, form: str, shape, chips: int, generation: st
     head_params = model_cfg.vocab_size * model_cfg.hidden_size  # the LM head runs at `head` positions only
     body = (6 + (2 if model_cfg.remat != "none" else 0)) * (matmul_params(model_cfg, params) - head_params)
     weights = body * sequences * length + 6 * head_params * sequences * head
-    flops = (weights + attention_flops(model_cfg, form, sequences, length)) / chips
+    flops = (weights + attention_flops(model_cfg, form, sequences, attended)) / chips
     model_flops = sum(train_flops(model_cfg, params, sequences, length, head)) / chips
     peak_flops, bandwidth = PEAK[generation]
     roofline_s = max(flops / peak_flops, xla_bytes / bandwidth)
@@ -476,17 +501,25 @@ def prefill_cost(compiled, model_cfg, form: str, batch: int, bucket: int, chunk:
             "roofline_s": roofline_s, "mfu_bound": (decoder + head) / chips / (peak_flops * roofline_s)}
 
 
-def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = "", cost: bool = False) -> Report:
+def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = "", cost: bool = False,
+                  shared_factor: float = 0.0) -> Report:
+    """The train step's report; with ``shared_factor`` the same rows tree-packed (``tree_shape``)."""
     from milegpo_jax.models.attention import choose_attention
     from milegpo_jax.parallel import logical_sharding
 
     sharding = logical_sharding(mesh, "train")
     graphdef, params, param_shardings = abstract_params(model_cfg, sharding)
     step, shape = train_step_program(config, graphdef, runtime)
-    micro, rows, length, head = shape
+    form = choose_attention(model_cfg.attention_impl, "tpu", shape[2], model_cfg.attention_block)
+    if shared_factor:
+        shape = tree_shape(shape, shared_factor, form)
+    micro, rows, length, head, *tree = shape
     jitted, (params, opt_state, batch) = jitted_with_arguments(step, params, param_shardings, sharding, shape)
-    report = Report("train", f"{micro} micro-batches x {rows} sequences x {length} tokens ({head} in the LM head)")
-    report.attention = choose_attention(model_cfg.attention_impl, "tpu", length, model_cfg.attention_block)
+    what = f"{micro} micro-batches x {rows} sequences x {length} tokens ({head} in the LM head)"
+    if shared_factor:
+        what += f", tree-packed {shared_factor:g}-fold{f', {tree[1]} expanded slots' if tree[1] else ''}"
+    report = Report("train-tree" if shared_factor else "train", what)
+    report.attention = form
     # A lower bound without compiling: parameters, optimizer state and the summed gradients (parameter-sized)
     # are all alive at the update.
     state_bytes = per_chip_bytes((params, opt_state)) + per_chip_bytes(params)
@@ -603,6 +636,8 @@ def run(args, overrides) -> tuple[dict, bool]:
     unknown = sorted(set(what) - set(WHAT))
     if unknown or not what:
         raise AotError(f"--what {args.what!r}: choose from {', '.join(WHAT)}")
+    if args.shared_factor and not (math.isfinite(args.shared_factor) and 1 <= args.shared_factor <= 64):
+        raise AotError(f"--shared-factor {args.shared_factor}: must be a number in 1..64 (rows-alone positions per position computed)")
     generation, hbm_chip_gib = hbm_gib(args.topology)
     hbm = hbm_chip_gib * GIB
     try:
@@ -630,23 +665,24 @@ def run(args, overrides) -> tuple[dict, bool]:
 
     reports = []
     if "train" in what:
-        reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args),
-                                     generation, cost=not args.no_cost))
+        for factor in (0.0, args.shared_factor) if args.shared_factor else (0.0,):
+            reports.append(train_program(config, model_cfg, mesh, hbm, runtime_options(config, model_cfg, args),
+                                         generation, cost=not args.no_cost, shared_factor=factor))
     if "prefill" in what or "decode" in what:
         reports += sampler_programs(config, model_cfg, mesh, hbm, set(what), generation, cost=not args.no_cost)
 
     print("per chip, GiB:")
-    print(f"{'program':8s} {'args':>7s} {'outputs':>7s} {'aliased':>7s} {'temps':>7s} {'code':>7s} {'total':>7s} / HBM  compile_s")
+    print(f"{'program':10s} {'args':>7s} {'outputs':>7s} {'aliased':>7s} {'temps':>7s} {'code':>7s} {'total':>7s} / HBM  compile_s")
     for report in reports:
         print(report.line(hbm))
         attention = f"; attention {report.attention}" if report.attention else ""
-        print(f"{'':8s} ({report.shapes}{attention})")
+        print(f"{'':10s} ({report.shapes}{attention})")
         if report.cost:
             c = report.cost
             passes = f"{c.get('passes')} pass{'' if c.get('passes') == 1 else 'es'}"
             traffic = (f"{c['traffic_bytes'] / GIB:.1f} GiB of HBM traffic in {passes} over the weights"
                        if "passes" in c else f"{c['xla_bytes'] / GIB:.1f} GiB of HBM traffic, loop bodies once")
-            print(f"{'':8s} per chip and {'call' if 'passes' in c else 'step'}: {c['flops'] / 1e12:.1f} TFLOP "
+            print(f"{'':10s} per chip and {'call' if 'passes' in c else 'step'}: {c['flops'] / 1e12:.1f} TFLOP "
                   f"(XLA counts {c['xla_flops'] / 1e12:.1f}; {traffic}); at least "
                   f"{c['roofline_s']:.2f} s on {generation} (compute {c['compute_s']:.2f} s, memory "
                   f"{c['memory_s']:.2f} s); MFU at most {c['mfu_bound']:.0%}")

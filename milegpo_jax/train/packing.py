@@ -312,7 +312,7 @@ class TreeLayout:
                 owners.append(np.full(sum(len(g) for g in gathered) + length, segment, np.int32))
             expanded.append((np.concatenate(slots) if slots else np.zeros(0, np.int64),
                              np.concatenate(owners) if owners else np.zeros(0, np.int32), collect))
-        longest = max((len(e[0]) for e in expanded), default=0)
+        longest = max((len(e[0]) for e in expanded), default=0)  # as expanded_width counts it
         width = block * _three_significant_bits(max(1, -(-longest // block)))
         index = np.zeros((len(expanded), width), np.int32)
         segments = np.zeros((len(expanded), width), np.int32)
@@ -345,6 +345,29 @@ def _at_weighted_positions(arrays: dict[str, np.ndarray], head: Head, pad_id: in
 def sequences_needed(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None = None,
                      sharing: Sharing = NO_SHARING) -> int:
     return len(_placed(rows, pick, capacity, head, sharing)[1])
+
+
+def expanded_width(rows: Rows, pick: Sequence[int], capacity: int, head: Head | None, sharing: Sharing) -> int:
+    """Slots per sequence of the fused-kernel expansion (0 without it): a segment expands to its
+    ancestors' positions and its own, so a shared node to its ``end`` and a row's leaf to the whole
+    row; the longest sequence's total, in whole ``expand_block``s (rounded as micro-batch counts)."""
+    if not (sharing.max_depth and sharing.expand_block):
+        return 0
+    forest, placed = _placed(rows, pick, capacity, head, sharing)
+    lengths = rows.lengths[list(pick)]
+    longest = max((sum(forest.end[k] for k in p.nodes) + int(lengths[p.rows].sum()) for p in placed), default=0)
+    return sharing.expand_block * _three_significant_bits(max(1, -(-longest // sharing.expand_block)))
+
+
+def sequences_per_micro(max_sequences: int, capacity: int, expanded: int, quantum: int = 1) -> int:
+    """Sequences a micro-batch may hold: ``max_sequences``, or on the kernel path (``expanded`` slots
+    per sequence) as many as keep its attention slots within ``max_sequences * capacity``, what the
+    rows packed alone would attend over: a tree-packed micro-batch never holds more activations than
+    one packed alone (docs/training.md §3.1). A multiple of ``quantum`` (batch shards), at least one."""
+    if expanded <= capacity:
+        return max_sequences
+    fitting = max_sequences * capacity // expanded
+    return max(quantum, fitting // quantum * quantum)
 
 
 def unpack(values: np.ndarray, packed: Packed, lengths: Sequence[int]) -> list[np.ndarray]:
@@ -381,4 +404,5 @@ def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, 
 
 __all__ = ["CAPACITY_STEP", "HEAD_SHARE", "LAYOUT_KEYS", "MIN_SEQUENCE", "NO_SHARING", "Head", "Packed", "Rows",
            "Sharing", "as_micro_batches", "capacity_for_length", "first_fit_decreasing", "head_width",
-           "micro_batch_shape", "pack", "sequences_needed", "shareable_lengths", "unpack", "unpack_head"]
+           "expanded_width", "micro_batch_shape", "pack", "sequences_needed", "sequences_per_micro", "shareable_lengths",
+           "unpack", "unpack_head"]

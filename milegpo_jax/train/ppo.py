@@ -27,9 +27,11 @@ from milegpo_jax.train.packing import (
     Sharing,
     as_micro_batches,
     capacity_for_length,
+    expanded_width,
     micro_batch_shape,
     pack,
     sequences_needed,
+    sequences_per_micro,
     unpack_head,
 )
 from milegpo_jax.train.step import PPOLoss, layout_arguments, update_sharing
@@ -80,7 +82,8 @@ def with_reference_logprobs(
     everything = list(range(len(rows)))
     head = Head.for_rows(rows, PPOLoss.weight_key, capacity)
     needed = sequences_needed(rows, everything, capacity, head, sharing)
-    micro, per_micro = micro_batch_shape(needed, max_sequences, quantum)
+    expanded = expanded_width(rows, everything, capacity, head, sharing)
+    micro, per_micro = micro_batch_shape(needed, sequences_per_micro(max_sequences, capacity, expanded, quantum), quantum)
     packed = pack(rows, everything, capacity, micro * per_micro, pad_id, head, sharing)
     keys = [k for k in packed.arrays if k not in rows.fields]
     pieces = []
@@ -135,7 +138,8 @@ def ppo_epoch(
     for start in range(0, len(rows), minibatch_rows):
         pick = order[start : start + minibatch_rows]
         needed = sequences_needed(rows, pick, capacity, head, sharing)
-        micro, per_micro = micro_batch_shape(needed, microbatch_rows, quantum)
+        most = sequences_per_micro(microbatch_rows, capacity, expanded_width(rows, pick, capacity, head, sharing), quantum)
+        micro, per_micro = micro_batch_shape(needed, most, quantum)
         packed = pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing)
         if stats is not None:
             stats.real_tokens += packed.real_tokens

@@ -27,9 +27,11 @@ from milegpo_jax.train.packing import (
     Sharing,
     as_micro_batches,
     capacity_for_length,
+    expanded_width,
     micro_batch_shape,
     pack,
     sequences_needed,
+    sequences_per_micro,
 )
 from milegpo_jax.train.step import SFTLoss, TrainStep, jit_train_step, update_sharing
 
@@ -64,7 +66,8 @@ def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences
     """Rows ``pick`` packed (``sharing``: shared prompt prefixes once), the LM head at the loss-masked
     positions (``head``: default from all ``rows``)."""
     head = head or Head.for_rows(rows, SFTLoss.weight_key, capacity)
-    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head, sharing), max_sequences)
+    most = sequences_per_micro(max_sequences, capacity, expanded_width(rows, pick, capacity, head, sharing))
+    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head, sharing), most)
     return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing).arrays, micro)
 
 

@@ -15,7 +15,16 @@ from flax import nnx
 from milegpo_jax.models import ModelConfig, RuntimeOptions, init_model
 from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.train.loss import PPOLossConfig
-from milegpo_jax.train.packing import NO_SHARING, Head, Rows, Sharing, pack, sequences_needed
+from milegpo_jax.train.packing import (
+    NO_SHARING,
+    Head,
+    Rows,
+    Sharing,
+    expanded_width,
+    pack,
+    sequences_needed,
+    sequences_per_micro,
+)
 from milegpo_jax.train.ppo import ppo_rows, with_reference_logprobs
 from milegpo_jax.train.prefix_tree import build_forest, place_rows
 from milegpo_jax.train.sft import SFTExample, sft_rows
@@ -152,7 +161,11 @@ def test_fused_kernels_run_each_segment_after_its_ancestors(impl):
     dense = init_model(CONFIG, RuntimeOptions(attention_impl="xla"), seed=8)
     kernel = init_model(CONFIG, RuntimeOptions(attention_impl=impl), seed=8)
     packed, shared = packed_batch(rows, 128, Sharing(expand_block=128))
-    assert packed.arrays["expand_index"].shape[1] % 128 == 0
+    width = expanded_width(rows, range(len(rows)), 128, Head(PPO.weight_key, 64), Sharing(expand_block=128))
+    assert packed.arrays["expand_index"].shape[1] == width and width % 128 == 0
+    # a micro-batch attends over no more slots than the rows packed alone: 8 sequences of 128 -> 2 of 512
+    assert sequences_per_micro(8, 128, 512) == 2 and sequences_per_micro(8, 128, 512, quantum=4) == 4
+    assert sequences_per_micro(8, 128, 0) == 8
     assert_same_update(loss_and_grads(dense, packed_batch(rows, 128, NO_SHARING)[1]), loss_and_grads(kernel, shared))
     with pytest.raises(ValueError, match="need their expansion"):
         loss_and_grads(kernel, packed_batch(rows, 128, Sharing())[1])
