@@ -63,6 +63,12 @@ class EnvAdapter(abc.ABC):
     def close(self) -> None:
         """Releases external resources (JVM, subprocesses)."""
 
+    def copy_episode(self, other: EnvAdapter) -> bool:
+        """Copies this running episode's state into ``other`` (a fresh instance with the same options)
+        and says so; False (the default) means the engine cannot be copied and a fork replays the
+        episode's actions instead (``envs_bridge/fork.py``). Must not change this episode."""
+        return False
+
 
 def check_split(split: str) -> None:
     if split not in SPLITS:

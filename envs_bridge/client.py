@@ -27,9 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import operator
 import os
-import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -38,37 +36,17 @@ from typing import Any
 from envs_bridge.base import StepResult, check_split
 from envs_bridge.groups import GroupPlan
 from envs_bridge.launcher import ServerProcess
+from envs_bridge.pool_records import (
+    EnvReply,
+    EnvRequestError,
+    EpisodeStatus,
+    PoolError,
+    integers,
+    interpreter_for,
+    raise_first,
+)
 from envs_bridge.protocol import MAX_ACTION_CHARS, MAX_BATCH
 from envs_bridge.transport import HttpStatusError, JsonConnection, TransportError
-
-
-class EpisodeStatus(str, enum.Enum):
-    OK = "ok"
-    ABORTED = "aborted"  # the server holding the episode failed; exclude the episode from training
-
-
-@dataclasses.dataclass(frozen=True)
-class EnvReply:
-    env_index: int
-    status: EpisodeStatus
-    result: StepResult | None  # None when aborted
-    error: str = ""  # why the episode was aborted
-
-    @property
-    def aborted(self) -> bool:
-        return self.status is EpisodeStatus.ABORTED
-
-
-class PoolError(RuntimeError):
-    """The pool cannot go on: a server does not start, or fails again right after a restart."""
-
-
-class EnvRequestError(ValueError):
-    """A server rejected a request as malformed (HTTP 4xx): a bug in the caller, never retried."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
 
 
 class _EpisodeState(enum.Enum):
@@ -95,10 +73,6 @@ class _ServerFailure(Exception):
     def __init__(self, message: str, timed_out: bool):
         super().__init__(message)
         self.timed_out = timed_out
-
-
-def interpreter_for(env: str) -> str:
-    return os.environ.get(f"MILEGPO_PYTHON_{env.upper()}") or sys.executable
 
 
 class EnvPool:
@@ -130,7 +104,8 @@ class EnvPool:
             env creation); start_timeout_s: bound on a server becoming healthy.
         max_restarts_per_server: restarts of one server before the pool gives up with PoolError.
         server_env / server_args: extra environment variables / command-line flags for the servers.
-        max_envs_per_server: the servers' --num-envs cap (default twice the envs each one holds).
+        max_envs_per_server: the servers' --num-envs cap (default: the envs each one holds plus the
+            pool's size, since forks may move envs onto one server).
         """
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -146,7 +121,7 @@ class EnvPool:
         self._python = python or interpreter_for(env)
         self._server_env = dict(server_env or {})
         self._server_args = list(server_args)
-        self._max_envs_per_server = max_envs_per_server  # default: twice the envs a server holds
+        self._max_envs_per_server = max_envs_per_server
         count = len(urls) if urls is not None else (num_servers or min(num_envs, max(1, os.cpu_count() or 1)))
         if not 1 <= count <= num_envs:
             raise ValueError(f"need between 1 and num_envs={num_envs} servers, got {count}")
@@ -154,12 +129,13 @@ class EnvPool:
         self._abort_reason = [""] * num_envs
         self._num_tasks: dict[str, int] = {}
         self._metrics = dict.fromkeys(
-            ("steps", "resets", "server_failures", "call_timeouts", "server_restarts", "aborted_episodes"), 0
+            ("steps", "resets", "forks", "server_failures", "call_timeouts", "server_restarts", "aborted_episodes"), 0
         )
         self._lock = threading.Lock()
         self._closed = False
         self._executor = ThreadPoolExecutor(max_workers=count, thread_name_prefix="env-pool")
         self._servers: list[_Server] = []
+        self._location = [index % count for index in range(num_envs)]  # env index -> server index
         try:
             self._servers = self._start_servers(count, urls)
         except BaseException:
@@ -177,7 +153,9 @@ class EnvPool:
         return [server.process.pid if server.process else None for server in self._servers]
 
     def server_of(self, env_index: int) -> int:
-        return env_index % len(self._servers)
+        """The server env ``env_index`` lives on: ``env_index % num_servers`` until a fork moves it to
+        its parent's server (``fork``)."""
+        return self._location[env_index]
 
     def num_tasks(self, split: str) -> int:
         check_split(split)
@@ -195,8 +173,8 @@ class EnvPool:
     ) -> list[EnvReply]:
         """Starts task ``task_ids[j]`` of ``split`` on env ``env_indices[j]`` (default: envs 0..len-1)."""
         check_split(split)
-        task_ids = _integers(task_ids, "task id")
-        seeds = _integers(seeds, "seed") if seeds is not None else [0] * len(task_ids)
+        task_ids = integers(task_ids, "task id")
+        seeds = integers(seeds, "seed") if seeds is not None else [0] * len(task_ids)
         indices = self._indices(env_indices, len(task_ids))
         if len(seeds) != len(indices):
             raise ValueError(f"need one seed per env: {len(seeds)} seeds for {len(indices)} envs")
@@ -237,7 +215,7 @@ class EnvPool:
                     self._abort_reason[slot] = ""
                     replies[slot] = EnvReply(slot, EpisodeStatus.OK, result)
             self._metrics["resets"] += len(replies)
-            _raise_first(rejected)
+            raise_first(rejected)
             return [replies[slot] for slot in indices]
 
     def reset_groups(self, plan: GroupPlan) -> list[EnvReply]:
@@ -284,8 +262,61 @@ class EnvPool:
                     self._state[slot] = _EpisodeState.DONE if result.done else _EpisodeState.RUNNING
                     replies[slot] = EnvReply(slot, EpisodeStatus.OK, result)
                 self._metrics["steps"] += len(slots)
-            _raise_first(rejected)
+            raise_first(rejected)
             return [replies[slot] for slot in indices]
+
+    def fork(self, sources: Sequence[int], targets: Sequence[int]) -> list[EnvReply]:
+        """Env ``targets[j]`` takes up the running episode of env ``sources[j]`` in its current state (a
+        server-side fork, docs/environments.md §7.1); one reply per target, equal to the source's last
+        one. A source may repeat; a target's own episode is abandoned. A fork lives on its source's
+        server, so the target moves there. Forks of an aborted episode, or of one whose server fails
+        during the fork, come back ABORTED and are counted in ``aborted_episodes``."""
+        sources, targets = integers(sources, "env index"), self._indices(targets, len(sources))
+        for slot in sources:
+            if not 0 <= slot < self.num_envs:
+                raise ValueError(f"env index {slot} out of range 0..{self.num_envs - 1}")
+        if set(sources) & set(targets):
+            raise ValueError("an env cannot be both a fork's source and a target in one call")
+        with self._lock:
+            self._check_open()
+            for slot in sources:
+                if self._state[slot] not in (_EpisodeState.RUNNING, _EpisodeState.ABORTED):
+                    raise ValueError(f"env {slot} cannot be forked: {self._state[slot].value}")
+            for slot in targets:  # the caller abandons these envs' episodes
+                self._state[slot] = _EpisodeState.IDLE
+            replies: dict[int, EnvReply] = {}
+            by_source_server: dict[int, list[int]] = {}
+            for source, target in zip(sources, targets):
+                if self._state[source] is _EpisodeState.ABORTED:
+                    replies[target] = self._abort_fork(target, self._abort_reason[source])
+                else:
+                    by_source_server.setdefault(self.server_of(source), []).append(target)
+            source_of = dict(zip(targets, sources))
+
+            def body(server: _Server, slots: list[int]) -> dict:
+                return {"env_ids": [server.env_ids[source_of[slot]] for slot in slots]}
+
+            rejected: list[EnvRequestError] = []
+            for server, slots, outcome in self._fan_out("/fork", by_source_server, body, self.reset_timeout_s):
+                if isinstance(outcome, EnvRequestError):
+                    rejected.append(outcome)
+                    continue
+                if isinstance(outcome, _ServerFailure):
+                    self._recover(server, str(outcome), outcome.timed_out)
+                    replies.update((slot, self._abort_fork(slot, str(outcome))) for slot in slots)
+                    continue
+                new_ids = outcome.get("env_ids") if isinstance(outcome, dict) else None
+                results = self._parse_results(outcome, len(slots))
+                if not isinstance(new_ids, list) or len(new_ids) != len(slots):
+                    raise PoolError(f"malformed fork answer from server {server.index}")
+                self._move(slots, server, new_ids)
+                for slot, result in zip(slots, results):
+                    self._state[slot] = _EpisodeState.DONE if result.done else _EpisodeState.RUNNING
+                    self._abort_reason[slot] = ""
+                    replies[slot] = EnvReply(slot, EpisodeStatus.OK, result)
+                self._metrics["forks"] += len(slots)
+            raise_first(rejected)
+            return [replies[slot] for slot in targets]
 
     def close(self) -> None:
         """Stops every server this pool started (SIGTERM, then SIGKILL) and closes connections."""
@@ -349,7 +380,8 @@ class EnvPool:
         return ServerProcess(
             self.env,
             python=self._python,
-            max_envs=self._max_envs_per_server or 2 * num_slots,
+            # room for every env of the pool, since forks move envs to their parent's server
+            max_envs=self._max_envs_per_server or num_slots + self.num_envs,
             extra_env=self._server_env,
             extra_args=self._server_args,
         )
@@ -387,7 +419,7 @@ class EnvPool:
         return None
 
     def _indices(self, env_indices: Sequence[int] | None, count: int) -> list[int]:
-        indices = list(range(count)) if env_indices is None else _integers(env_indices, "env index")
+        indices = list(range(count)) if env_indices is None else integers(env_indices, "env index")
         if len(indices) != count:
             raise ValueError(f"{count} values for {len(indices)} envs")
         if len(set(indices)) != len(indices):
@@ -468,6 +500,29 @@ class EnvPool:
         if failure is not None:
             raise PoolError(f"server {server.index} could not re-create its envs after a failure: {failure}") from failure
 
+    def _move(self, slots: list[int], server: _Server, new_ids: list[int]) -> None:
+        """Envs ``slots`` are now the server's envs ``new_ids``: their old instances are closed (best
+        effort: a server that fails here is recovered by its next call) so no server holds more than
+        the pool's envs."""
+        old: dict[int, list[int]] = {}
+        for slot, new_id in zip(slots, new_ids):
+            before = self._servers[self.server_of(slot)]
+            old.setdefault(before.index, []).append(before.env_ids.pop(slot))
+            before.slots.remove(slot)
+            server.slots.append(slot)
+            server.env_ids[slot] = new_id
+            self._location[slot] = server.index
+        for index, env_ids in old.items():
+            try:
+                self._call(self._servers[index], "/close", {"env_ids": env_ids}, self.step_timeout_s)
+            except (_ServerFailure, EnvRequestError):
+                pass
+
+    def _abort_fork(self, slot: int, reason: str) -> EnvReply:
+        self._state[slot], self._abort_reason[slot] = _EpisodeState.ABORTED, reason
+        self._metrics["aborted_episodes"] += 1
+        return self._aborted(slot)
+
     def _aborted(self, slot: int) -> EnvReply:
         return EnvReply(slot, EpisodeStatus.ABORTED, None, self._abort_reason[slot])
 
@@ -483,21 +538,3 @@ class EnvPool:
     def _check_open(self) -> None:
         if self._closed:
             raise PoolError("the pool is closed")
-
-
-def _raise_first(errors: list[EnvRequestError]) -> None:
-    if errors:
-        raise errors[0]
-
-
-def _integers(values: Sequence[int], what: str) -> list[int]:
-    """Python ints from ints or numpy integers; anything else (bools, floats, strings) is refused."""
-    converted = []
-    for value in values:
-        if isinstance(value, bool):
-            raise ValueError(f"{what} {value!r} is not an integer")
-        try:
-            converted.append(operator.index(value))
-        except TypeError:
-            raise ValueError(f"{what} {value!r} is not an integer") from None
-    return converted

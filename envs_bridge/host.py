@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from envs_bridge.base import SPLITS, EnvAdapter, EnvError, StepResult, check_split
+from envs_bridge.fork import EpisodeRecord, fork_episode
 from envs_bridge.registry import make_adapter
 
 
@@ -37,12 +38,16 @@ class _Episode(enum.Enum):
 class _HostedEnv:
     """One environment instance of the host and the state of its episode."""
 
-    __slots__ = ("adapter", "episode", "busy")
+    __slots__ = ("adapter", "options", "episode", "busy", "record", "last")
 
-    def __init__(self, adapter: EnvAdapter):
+    def __init__(self, adapter: EnvAdapter, options: dict[str, Any]):
         self.adapter = adapter
+        self.options = options  # the adapter's options, for its forks
         self.episode = _Episode.NONE
         self.busy = False  # an operation on this env is in flight (guards concurrent requests)
+        # how the running episode started and what it did since, and its last result (for forks)
+        self.record: EpisodeRecord | None = None
+        self.last: StepResult | None = None
 
 
 class EnvHost:
@@ -64,12 +69,7 @@ class EnvHost:
     def create(self, count: int, options: dict[str, Any]) -> tuple[list[int], dict[str, int]]:
         with self._lock:
             self._check_open()
-            if len(self._slots) + count > self.max_envs:
-                raise HostError(
-                    409,
-                    f"creating {count} envs would exceed this server's cap of {self.max_envs} "
-                    f"({len(self._slots)} live); close some or start the server with a larger --num-envs",
-                )
+            self._check_room(count, "creating")
         adapters: list[EnvAdapter] = []
         try:
             for _ in range(count):
@@ -82,13 +82,13 @@ class EnvHost:
             self._close_adapters(adapters)
             raise
         with self._lock:
-            if len(self._slots) + count > self.max_envs:  # a concurrent create won the race
+            if len(self._slots) + count > self.max_envs:  # a concurrent create or fork won the race
                 self._close_adapters(adapters)
                 raise HostError(409, f"this server's cap of {self.max_envs} envs was reached meanwhile")
             env_ids = list(range(self._next_id, self._next_id + count))
             self._next_id += count
             for env_id, adapter in zip(env_ids, adapters):
-                self._slots[env_id] = _HostedEnv(adapter)
+                self._slots[env_id] = _HostedEnv(adapter, dict(options))
         return env_ids, num_tasks
 
     def reset(self, env_ids: Sequence[int], split: str, task_ids: Sequence[int], seeds: Sequence[int]) -> list[StepResult]:
@@ -106,7 +106,9 @@ class EnvHost:
                 )
 
         def run(slot: _HostedEnv, position: int) -> StepResult:
-            return slot.adapter.reset(split, task_ids[position], seeds[position])
+            result = slot.adapter.reset(split, task_ids[position], seeds[position])
+            slot.record, slot.last = EpisodeRecord(split, task_ids[position], seeds[position]), result
+            return result
 
         return self._run_batch(env_ids, validate, run)
 
@@ -116,9 +118,71 @@ class EnvHost:
                 raise HostError(409, f"env {env_id} cannot step: {slot.episode.value}; reset it first")
 
         def run(slot: _HostedEnv, position: int) -> StepResult:
-            return slot.adapter.step(actions[position])
+            result = slot.adapter.step(actions[position])
+            slot.record.actions.append(actions[position])
+            slot.last = result
+            return result
 
         return self._run_batch(env_ids, validate, run)
+
+    def fork(self, env_ids: Sequence[int]) -> tuple[list[int], list[StepResult]]:
+        """One new env per entry of ``env_ids`` (an id may repeat: several forks of one state), each in
+        the state that env's running episode is in now (docs/environments.md §7.1). Forks count against
+        ``max_envs`` like created envs; the parents are only read."""
+        with self._lock:
+            self._check_open()
+            unknown = sorted({env_id for env_id in env_ids if env_id not in self._slots})
+            if unknown:
+                raise HostError(404, f"unknown env ids {unknown[:20]}: create them first (or they were closed)")
+            parents = {env_id: self._slots[env_id] for env_id in env_ids}
+            busy = [env_id for env_id, slot in parents.items() if slot.busy]
+            if busy:
+                raise HostError(409, f"envs {busy[:20]} are busy with another request")
+            for env_id, slot in parents.items():
+                if slot.episode is not _Episode.RUNNING:
+                    raise HostError(409, f"env {env_id} cannot be forked: {slot.episode.value}; only a running episode can")
+            self._check_room(len(env_ids), "forking")
+            for slot in parents.values():
+                slot.busy = True
+
+        def run(position: int) -> tuple[EnvAdapter, StepResult] | Exception:
+            parent = parents[env_ids[position]]
+            try:
+                child = make_adapter(self.env_name, **parent.options)
+            except Exception as error:  # returned, not raised, so every fork of the batch finishes first
+                return error
+            try:
+                return child, fork_episode(parent.adapter, child, parent.record, parent.last)
+            except Exception as error:
+                self._close_adapters([child])
+                return error
+
+        outcomes: list[tuple[EnvAdapter, StepResult] | Exception] = []
+        try:
+            outcomes = self._map(run, len(env_ids))
+        finally:
+            with self._lock:
+                for slot in parents.values():
+                    slot.busy = False
+        forks = [outcome for outcome in outcomes if not isinstance(outcome, Exception)]
+        failures = [outcome for outcome in outcomes if isinstance(outcome, Exception)]
+        if failures:
+            self._close_adapters([child for child, _ in forks])
+            raise failures[0]  # the parents were running and stay so: a fork failing is the engine's fault (500)
+        with self._lock:
+            try:
+                self._check_room(len(forks), "forking")  # a concurrent create or fork won the race
+            except HostError:
+                self._close_adapters([child for child, _ in forks])
+                raise
+            new_ids = list(range(self._next_id, self._next_id + len(forks)))
+            self._next_id += len(forks)
+            for new_id, env_id, (child, result) in zip(new_ids, env_ids, forks):
+                parent = parents[env_id]
+                hosted = _HostedEnv(child, parent.options)
+                hosted.episode, hosted.record, hosted.last = _Episode.RUNNING, parent.record.copy(), result
+                self._slots[new_id] = hosted
+        return new_ids, [result for _, result in forks]
 
     def close(self, env_ids: Sequence[int]) -> list[int]:
         with self._lock:
@@ -142,6 +206,25 @@ class EnvHost:
         """A request that arrives, or was in flight, when the server shuts down: 503, one line."""
         if self._shut_down:
             raise HostError(503, "the env server is shutting down")
+
+    def _check_room(self, count: int, doing: str) -> None:
+        """409 when ``count`` more envs would pass the cap (call with the lock held)."""
+        if len(self._slots) + count > self.max_envs:
+            raise HostError(
+                409,
+                f"{doing} {count} envs would exceed this server's cap of {self.max_envs} "
+                f"({len(self._slots)} live); close some or start the server with a larger --num-envs",
+            )
+
+    def _map(self, run: Callable[[int], Any], count: int) -> list[Any]:
+        """``run(0..count-1)`` on the thread pool (inline for one), in order."""
+        if count == 1:
+            return [run(0)]
+        try:
+            return list(self._executor.map(run, range(count)))
+        except RuntimeError:  # "cannot schedule new futures after shutdown": shut down meanwhile
+            self._check_open()
+            raise
 
     def _check_ids(self, env_ids: Sequence[int]) -> None:
         if len(set(env_ids)) != len(env_ids):
@@ -169,14 +252,7 @@ class EnvHost:
                 slot.busy = True
         outcomes: list[StepResult | Exception] = []
         try:
-            if len(slots) == 1:
-                outcomes = [_attempt(run, slots[0], 0)]
-            else:
-                try:
-                    outcomes = list(self._executor.map(lambda position: _attempt(run, slots[position], position), range(len(slots))))
-                except RuntimeError:  # "cannot schedule new futures after shutdown": shut down meanwhile
-                    self._check_open()
-                    raise
+            outcomes = self._map(lambda position: _attempt(run, slots[position], position), len(slots))
         finally:
             with self._lock:
                 for slot, outcome in zip(slots, outcomes):

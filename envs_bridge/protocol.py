@@ -61,6 +61,10 @@ class CloseRequest(_Request):
     env_ids: EnvIds
 
 
+class ForkRequest(_Request):
+    env_ids: EnvIds  # parents; an id may repeat (several forks of one state)
+
+
 class StallRequest(_Request):
     seconds: Annotated[StrictFloat | StrictInt, Field(gt=0, le=3600)]
 
@@ -95,6 +99,11 @@ class CreateResponse(BaseModel):
 
 class BatchResponse(BaseModel):
     results: list[StepResultModel]  # one per requested env id, same order
+
+
+class ForkResponse(BaseModel):
+    env_ids: list[int]  # the new envs, one per requested parent, same order
+    results: list[StepResultModel]  # each fork's current result (equal to its parent's)
 
 
 class CloseResponse(BaseModel):

@@ -199,6 +199,11 @@ def build_app(host: EnvHost, *, max_request_bytes: int = protocol.DEFAULT_MAX_RE
         consume_stall()
         return _results(host.step(request.env_ids, request.actions))
 
+    @app.post("/fork", response_model=protocol.ForkResponse)
+    def fork(request: protocol.ForkRequest) -> Response:
+        env_ids, results = host.fork(request.env_ids)
+        return _json({"env_ids": env_ids, "results": [_result_json(result) for result in results]})
+
     @app.post("/close", response_model=protocol.CloseResponse)
     def close(request: protocol.CloseRequest) -> Response:
         return _json({"closed": host.close(request.env_ids)})

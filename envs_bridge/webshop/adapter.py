@@ -25,6 +25,7 @@ the phase pending after the step ("complete" at the end).
 
 from __future__ import annotations
 
+import copy
 import ctypes
 import dataclasses
 import gc
@@ -241,6 +242,19 @@ class WebShopAdapter(EnvAdapter):
             info["selected_options"] = dict(self._session.options)
             info["reward_info"] = outcome.purchase.to_json()
         return self._result(reward=WON_REWARD if won else 0.0, won=won, score=score, info=info)
+
+    def copy_episode(self, other: EnvAdapter) -> bool:
+        """A fork by copy (docs/environments.md §7.1): the session and the milestone detector are plain
+        Python; the catalog, search index and noun tagger they point to are shared and read-only, so
+        they are kept by reference (the memo) and only the episode's own state is copied."""
+        if not isinstance(other, WebShopAdapter) or other._world is not self._world or self._session is None:
+            return False
+        world = self._open_world()
+        shared = {id(obj): obj for obj in (world, world.catalog, world.search, self._nouns, self._session.goal)}
+        other._session = copy.deepcopy(self._session, dict(shared))
+        other._milestones = copy.deepcopy(self._milestones, dict(shared))
+        other._steps, other._done = self._steps, self._done
+        return True
 
     def close(self) -> None:
         """Lets go of the shared world: the last env of a catalog to close frees it."""

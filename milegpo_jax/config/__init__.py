@@ -35,6 +35,7 @@ from milegpo_jax.config.schema import TrainConfig
 from milegpo_jax.config.sections import (
     KL_ESTIMATORS,
     ArchitectureConfig,
+    BranchingSection,
     DistributedSection,
     EnvSection,
     LoggingSection,
@@ -51,6 +52,7 @@ __all__ = [
     "HASH_EXCLUDED",
     "KL_ESTIMATORS",
     "ArchitectureConfig",
+    "BranchingSection",
     "ConfigError",
     "CreditOptionError",
     "CreditSection",

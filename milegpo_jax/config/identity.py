@@ -22,6 +22,7 @@ from milegpo_jax.config.schema import TrainConfig
 HASHED_WHEN_SET = {
     "sampling.prefix_sharing": False,
     "optim.trainable_layers": 0,
+    "env.branching": {"roots": 0, "branches": 1, "fork_at": "uniform"},  # tree rollouts off
 }
 
 # Dotted paths (or whole sections) that do not enter config_hash: changing them on resume is safe.

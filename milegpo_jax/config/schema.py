@@ -89,6 +89,11 @@ class TrainConfig:
                 )
         if model.tokenizer_dir is not None and not Path(model.tokenizer_dir).expanduser().is_dir():
             raise ConfigError(f"model.tokenizer_dir={model.tokenizer_dir!r} is not a directory")
+        if self.env.branching.enabled:  # collected (rollout/tree_collector.py), not yet trained on
+            raise ConfigError(
+                f"env.branching.roots={self.env.branching.roots}: the trainer does not train on tree groups yet "
+                "(credit over trees comes first); set env.branching.roots=0"
+            )
 
 
 def _check_mesh(mesh: MeshConfig) -> None:

@@ -115,6 +115,23 @@ class ModelSection:
         return None
 
 
+FORK_RULES = ("uniform", "first_visit")  # milegpo_jax/rollout/branching.py implements them
+
+
+@dataclasses.dataclass(frozen=True)
+class BranchingSection:
+    """Tree rollouts (docs/training.md, tree rollouts): each group grows as a tree of env.group_size leaves.
+    Off while ``roots`` is 0: the K rollouts of a group are independent episodes."""
+
+    roots: int = 0  # episodes per group started from the task's start; the rest of the K leaves are forks
+    branches: int = 1  # forks made at each fork point (the parent goes on as well)
+    fork_at: str = "uniform"  # where to fork: "uniform" (depths drawn over steps) or "first_visit" (new states)
+
+    @property
+    def enabled(self) -> bool:
+        return self.roots > 0
+
+
 @dataclasses.dataclass(frozen=True)
 class EnvSection:
     """The environment, its server pool, and the G x K group layout of one iteration."""
@@ -137,6 +154,7 @@ class EnvSection:
     history_length: int = 2  # observation/action pairs shown in the prompt
     step_timeout_s: float = 60.0
     reset_timeout_s: float = 300.0
+    branching: BranchingSection = dataclasses.field(default_factory=BranchingSection)  # off by default
 
     def __post_init__(self):
         choice("env.name", self.name, env_names())
@@ -163,6 +181,7 @@ class EnvSection:
         positive("env.reset_timeout_s", self.reset_timeout_s)
         if "max_steps" in self.options:
             raise ConfigError("env.options.max_steps: set env.max_env_steps instead (the one step cap)")
+        self._check_branching()
         known = spec.adapter_options
         for name in self.options:
             if name not in known:
@@ -170,6 +189,19 @@ class EnvSection:
                     f"env.options.{name}: not an option of the {self.name} adapter{suggestion(name, known)} "
                     f"(its options: {', '.join(known)})"
                 )
+
+    def _check_branching(self) -> None:
+        """The budget is the leaf count: K leaves a tree, K independent rollouts otherwise."""
+        tree = self.branching
+        non_negative("env.branching.roots", tree.roots)
+        if tree.branches < 1:
+            raise ConfigError(f"env.branching.branches={tree.branches}: must be >= 1 (forks made at a fork point)")
+        choice("env.branching.fork_at", tree.fork_at, FORK_RULES)
+        if tree.enabled and tree.roots >= self.group_size:
+            raise ConfigError(
+                f"env.branching.roots={tree.roots}: must be < env.group_size={self.group_size}, the leaves of a "
+                "tree group (its budget): a budget of K leaves holds the roots and at least one fork"
+            )
 
     @property
     def num_envs(self) -> int:

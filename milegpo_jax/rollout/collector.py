@@ -17,9 +17,11 @@ from typing import Protocol
 
 import numpy as np
 
-from envs_bridge.client import EnvPool
+from envs_bridge.base import StepResult
+from envs_bridge.client import EnvPool, EnvReply
 from envs_bridge.groups import GroupPlan
 from milegpo_jax.credit.columns import MILESTONE_FLAGS, RecordedSteps, RolloutColumns, StepRecorder
+from milegpo_jax.rollout.branching import TreeShape, leaves_through_steps
 from milegpo_jax.rollout.prompts import HistoryEntry, build_prompt, project_actions
 
 
@@ -42,7 +44,7 @@ class Policy(Protocol):
         """Answers each user prompt (chat-templated by the policy)."""
 
 
-def _milestone_flag(info: dict) -> bool | None:
+def milestone_flag(info: dict) -> bool | None:
     """The env's BEACON milestone flag of a step, None where the env does not detect milestones."""
     flag = info.get("milestone_achieved")
     return None if flag is None else bool(flag)
@@ -73,6 +75,10 @@ class EpisodeSummary:
     aborted: bool
     score: float
     task_type: str | None = None  # the env's info["task_type"] at reset (ALFWorld's six types), if any
+    # tree groups (rollout/branching.py): the leaf this one forked from (None: a root) and the steps
+    # it shares with it, recorded under the parent; ``steps`` counts from the root
+    parent: int | None = None
+    fork_step: int = 0
 
 
 def _record(recorder: StepRecorder, row: StepRow) -> None:
@@ -131,6 +137,24 @@ class RolloutBatch:
         columns, order = self.steps.columns(self._aborted())
         return columns, np.fromiter(self.responses, object, len(self.responses))[order].tolist()
 
+    def leaves_per_step(self) -> np.ndarray:
+        """For every recorded step, how many leaves of its group pass through it: 1 everywhere for
+        independent rollouts, more on the steps a tree group's leaves share (rollout/branching.py)."""
+        counts = np.ones(len(self.steps), dtype=np.int64)
+        by_group: dict[int, list[EpisodeSummary]] = {}
+        for e in self.episodes:
+            by_group.setdefault(e.group, []).append(e)
+        for group, episodes in by_group.items():
+            if all(e.parent is None for e in episodes):
+                continue
+            leaves = sorted(episodes, key=lambda e: e.trajectory)
+            rows = np.flatnonzero(self.steps.group == group)
+            counts[rows] = leaves_through_steps(
+                self.steps.trajectory[rows], self.steps.t[rows],
+                [e.parent for e in leaves], [e.fork_step for e in leaves],
+            )
+        return counts
+
     def metrics(self) -> dict[str, float]:
         finished = [e for e in self.episodes if not e.aborted]
         valid = self.steps.valid[self.steps.training_order(self._aborted())]  # the training steps' flags
@@ -181,6 +205,36 @@ def merge_passes(batches: Sequence[RolloutBatch]) -> RolloutBatch:
     return _renumbered(batches, [lambda group, offset=int(offset): group + offset for offset in offsets])
 
 
+def play_turn(
+    pool: EnvPool,
+    policy: Policy,
+    indices: Sequence[int],
+    current: Sequence[StepResult],
+    history: Sequence[Sequence[HistoryEntry]],
+    *,
+    env: str,
+    history_length: int,
+    temperature: float,
+    seed: int,
+) -> tuple[list[PolicyResponse], list[str], list[bool], list[EnvReply]]:
+    """One lockstep turn of envs ``indices``: their prompts, the policy's answers, the projected actions
+    with their validity, and the pool's step replies."""
+    prompts = [
+        build_prompt(
+            env,
+            current[i].observation,
+            current[i].admissible_actions,
+            task=current[i].task,
+            history=history[i][-history_length:] if history_length > 0 else (),
+            history_length=history_length,
+        )
+        for i in indices
+    ]
+    responses = policy.generate(prompts, temperature=temperature, seed=seed)
+    actions, valids = project_actions([r.text for r in responses], env)
+    return responses, actions, valids, pool.step(actions, env_indices=indices)
+
+
 def collect(
     pool: EnvPool,
     policy: Policy,
@@ -193,8 +247,17 @@ def collect(
     seed: int,
     reward_scale: float = 1.0,
     on_turn: Callable[[int, int], None] | None = None,
+    branching: TreeShape | None = None,
 ) -> RolloutBatch:
-    """Plays every env of ``plan`` to the end (lockstep); ``on_turn(turn, active_envs)`` reports progress."""
+    """Plays every env of ``plan`` to the end (lockstep); ``on_turn(turn, active_envs)`` reports progress.
+    With ``branching`` every group grows as a tree of K leaves (``tree_collector.py``)."""
+    if branching is not None:
+        from milegpo_jax.rollout.tree_collector import collect_tree  # it builds on this module
+
+        return collect_tree(
+            pool, policy, plan, branching, env=env, max_steps=max_steps, history_length=history_length,
+            temperature=temperature, seed=seed, reward_scale=reward_scale, on_turn=on_turn,
+        )
     replies = pool.reset_groups(plan)
     size = plan.group_size
     current = [reply.result for reply in replies]
@@ -213,20 +276,10 @@ def collect(
             break
         if on_turn is not None:
             on_turn(turn, len(indices))
-        prompts = [
-            build_prompt(
-                env,
-                current[i].observation,
-                current[i].admissible_actions,
-                task=current[i].task,
-                history=history[i][-history_length:] if history_length > 0 else (),
-                history_length=history_length,
-            )
-            for i in indices
-        ]
-        responses = policy.generate(prompts, temperature=temperature, seed=(seed + turn) % 2**31)
-        actions, valids = project_actions([r.text for r in responses], env)
-        step_replies = pool.step(actions, env_indices=indices)
+        responses, actions, valids, step_replies = play_turn(
+            pool, policy, indices, current, history, env=env, history_length=history_length,
+            temperature=temperature, seed=(seed + turn) % 2**31,
+        )
         for i, response, action, valid, reply in zip(indices, responses, actions, valids, step_replies):
             if reply.aborted:
                 aborted[i], active[i] = True, False
@@ -234,7 +287,7 @@ def collect(
             result = reply.result
             recorder.record(
                 i // size, i % size, steps[i], current[i].state_key, action, result.state_key,
-                result.reward * reward_scale, valid, _milestone_flag(result.info),
+                result.reward * reward_scale, valid, milestone_flag(result.info),
             )
             responses_of_steps.append(response)
             history[i].append(HistoryEntry(current[i].observation, action))
