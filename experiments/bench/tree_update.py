@@ -4,21 +4,25 @@ prefix computed once (tree-packed rows, the trainer's default) against every row
 
 1. Plays one real rollout of the recipe (``--config``, default the SmolLM2 TextWorldExpress recipe,
    ``--groups`` x ``--group-size`` rollouts) with our sampler and the checkpoint, keeping every
-   ``PolicyResponse``: the update's rows are exactly those an iteration packs. The advantages are
-   seeded normal draws (the update's cost does not depend on their values).
+   ``PolicyResponse``: the update's rows are exactly those an iteration packs (``--save-rows FILE``
+   keeps them, ``--rows FILE`` reads them back instead of playing). The advantages are seeded normal
+   draws (the update's cost does not depend on their values).
 2. Counts the positions the update computes with the rows alone and with trees of 1, 2, 3, 4 and 8
    shared levels (``prefix_tree``; numpy only), so the depth the trainer uses can be checked.
 3. Runs one PPO epoch of the recipe's step (``build_train_step``) over those rows from the same
-   parameters, tree-packed and alone, in alternating order per round; the first round compiles and
-   is not timed.
-4. Checks that both give the same update: every mini-batch's loss and metrics, and the parameters after
-   the epoch, agree to float32 tolerance.
+   parameters three ways, in rotating order per round (the first round compiles and is not timed):
+   ``alone`` and ``shared`` over the same shuffled mini-batches, and ``prefix``, tree-packed with
+   ``ppo.row_order="prefix"`` (mini-batches cut from the rows' prefix order: another update).
+4. Checks that ``alone`` and ``shared`` give the same update: every mini-batch's loss and metrics, and
+   the parameters after the epoch, agree to float32 tolerance.
 
-Ends with one JSON line ``{"bench": "tree_update", "speedup": ..., "shared_s": ..., "alone_s": ...,
-"positions_alone": ..., "positions_shared": ..., "position_cut": ..., "positions_by_depth": {...},
-"max_metric_gap": ..., "max_param_gap": ..., ...}``.
+Ends with one JSON line ``{"bench": "tree_update", "speedup": ..., "speedup_prefix_order": ...,
+"alone_s": ..., "shared_s": ..., "prefix_s": ..., "positions_alone": ..., "position_cut": ...,
+"position_cut_prefix_order": ..., "padded_*": ..., "positions_by_depth": {...}, "max_metric_gap": ...,
+"max_param_gap": ..., ...}``.
 Run: ``python -m experiments.bench.tree_update --checkpoint DIR [--rounds 2] [--groups 4 --group-size 8]``
-(``DIR``: the converted SmolLM2 checkpoint, docs/results/real-llm.md).
+(``DIR``: the converted SmolLM2 checkpoint, docs/results/real-llm.md). ``--smoke``: the same in
+miniature (the demo's recipe, one round; without ``--checkpoint`` on a tiny random policy).
 """
 
 from __future__ import annotations
@@ -26,31 +30,66 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 from experiments.bench.lm_head import RECIPE, rollout_responses
+from experiments.bench.sampler_rollout import SMOKE_RECIPE, checkpoint_problem, recipe_config, write_smoke_checkpoint
 
 DEPTHS = (1, 2, 3, 4, 8)
 
 
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m experiments.bench.tree_update", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", required=True, help="a converted checkpoint directory (config.json, weights)")
+    parser.add_argument("--checkpoint", default=None, help="a converted checkpoint directory (config.json, weights, "
+                        "tokenizer files); required unless --smoke")
     parser.add_argument("--config", default=RECIPE, help="the recipe (default: experiments/configs/smollm2_twx.py)")
     parser.add_argument("--groups", type=int, default=4, help="task groups of the rollout (the recipe's 4)")
     parser.add_argument("--group-size", type=int, default=8, help="rollouts per group (the recipe's 8)")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds after the compiling one")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--rows", help="read the update's rows from this .npz (written by --save-rows) instead of playing")
+    parser.add_argument("--save-rows", help="write the rollout's rows to this .npz")
+    parser.add_argument("--smoke", action="store_true", help="a miniature run, to check the code path")
+    if parser.parse_known_args(argv)[0].smoke:
+        parser.set_defaults(config=SMOKE_RECIPE, groups=1, group_size=2, rounds=1)
     args = parser.parse_args(argv)
     for name in ("groups", "group_size", "rounds"):
         if not 1 <= getattr(args, name) <= 1024:
             parser.error(f"--{name.replace('_', '-')} must be in 1..1024")
-    if not (Path(args.checkpoint) / "config.json").is_file():
-        parser.exit(2, f"error: --checkpoint {args.checkpoint}: no config.json there\n")
+    if args.checkpoint is None and not args.smoke:
+        parser.error("--checkpoint is required (or --smoke, for a tiny random policy)")
+    problem = (args.checkpoint and checkpoint_problem(args.checkpoint)
+               or (args.rows and not Path(args.rows).is_file() and f"--rows {args.rows}: no such file")
+               or (not Path(args.config).is_file() and f"--config {args.config}: no such file"))
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        sys.exit(2)
     return args
+
+
+def save_rows(rows, path: str) -> None:
+    """The rows' tokens and fields as one .npz (each row's arrays concatenated, with their lengths)."""
+    lengths = np.asarray([len(t) for t in rows.tokens], np.int64)
+    arrays = {"lengths": lengths, "tokens": np.concatenate(rows.tokens)}
+    arrays.update({f"field_{name}": np.concatenate(values) for name, values in rows.fields.items()})
+    np.savez_compressed(path, **arrays)
+
+
+def load_rows(path: str):
+    """``save_rows``'s file back as ``Rows``."""
+    from milegpo_jax.train.packing import Rows
+
+    with np.load(path) as data:
+        lengths = data["lengths"]
+        tokens = tuple(np.split(data["tokens"], np.cumsum(lengths)[:-1]))
+        fields = {key[len("field_"):]: tuple(np.split(data[key], np.cumsum(lengths - 1)[:-1]))
+                  for key in data.files if key.startswith("field_")}
+    return Rows(tokens, fields)
 
 
 def positions_by_depth(rows, capacity: int, minibatch_rows: int, seed: int) -> dict[str, int]:
@@ -74,82 +113,108 @@ def positions_by_depth(rows, capacity: int, minibatch_rows: int, seed: int) -> d
 
 def main(argv: list[str] | None = None) -> dict:
     args = _parse(argv)
+    if args.checkpoint is None:  # --smoke alone: a tiny random policy
+        with tempfile.TemporaryDirectory() as scratch:
+            args.checkpoint = str(write_smoke_checkpoint(Path(scratch)))
+            return run(args)
+    return run(args)
 
+
+def run(args) -> dict:
     import jax
     import jax.numpy as jnp
     from flax import nnx
 
-    from experiments.train import build_config
     from milegpo_jax.models import load_pretrained
     from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.models.tokenizer import load_tokenizer
     from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
     from milegpo_jax.train.step import build_train_step, jit_train_step, update_sharing
 
-    config = build_config(args.config, [f"model.hf_checkpoint={args.checkpoint}", f"run.seed={args.seed}",
-                                        f"env.groups_per_iteration={args.groups}", f"env.group_size={args.group_size}"])
+    config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups, group_size=args.group_size,
+                           smoke=args.smoke)
     runtime = RuntimeOptions.from_config(config)
     model, _ = load_pretrained(args.checkpoint, runtime=runtime)
     tokenizer = load_tokenizer(Path(args.checkpoint))
-    responses = rollout_responses(config, model, tokenizer)
-    advantages = np.random.default_rng(args.seed).standard_normal(len(responses)).tolist()
-    rows = ppo_rows(responses, advantages)
-    rows = type(rows)(rows.tokens, {**rows.fields, "ref_logprobs": rows.fields["old_logprobs"]})  # kl_coef 0
+    if args.rows:
+        rows = load_rows(args.rows)
+    else:
+        responses = rollout_responses(config, model, tokenizer)
+        advantages = np.random.default_rng(args.seed).standard_normal(len(responses)).tolist()
+        rows = ppo_rows(responses, advantages)
+        rows = type(rows)(rows.tokens, {**rows.fields, "ref_logprobs": rows.fields["old_logprobs"]})  # kl_coef 0
+    if args.save_rows:
+        save_rows(rows, args.save_rows)
     capacity = sequence_capacity(rows)
     by_depth = positions_by_depth(rows, capacity, config.ppo.minibatch_rows, args.seed)
+    print(f"{len(rows)} rows, capacity {capacity}: positions computed by tree depth {by_depth}", flush=True)
     graphdef, start_params = nnx.split(model)
     step = build_train_step(config, graphdef, runtime)
     jitted = jit_train_step(step)
-    layouts = {"shared": update_sharing(model, capacity), "alone": update_sharing(model, capacity, enabled=False)}
+    tree = update_sharing(model, capacity)
+    layouts = {"alone": (update_sharing(model, capacity, enabled=False), "shuffled"), "shared": (tree, "shuffled"),
+               "prefix": (tree, "prefix")}
 
-    def update(sharing):
+    def update(sharing, row_order):
         params = jax.tree.map(jnp.copy, start_params)
         stats = UpdateStats()
         params, _, history = ppo_epoch(
             jitted, params, step.tx.init(params), rows, minibatch_rows=config.ppo.minibatch_rows,
             microbatch_rows=config.ppo.microbatch_rows, capacity=capacity, rng=np.random.default_rng(args.seed),
             pad_id=tokenizer.pad_token_id, place=place_on_default_device, stats=stats, sharing=sharing,
+            row_order=row_order,
         )
         return jax.block_until_ready(params), history, stats
 
     times = {name: [] for name in layouts}
     results = {}
+    names = list(layouts)
     for round_index in range(args.rounds + 1):  # round 0 compiles
-        names = list(layouts) if round_index % 2 == 0 else list(layouts)[::-1]
-        for name in names:
+        for name in names[round_index % 3 :] + names[: round_index % 3]:  # each first in turn
             start = time.perf_counter()
-            results[name] = update(layouts[name])
+            results[name] = update(*layouts[name])
             if round_index:
                 times[name].append(time.perf_counter() - start)
+        print(f"round {round_index}{' (compiles)' if not round_index else ''}: "
+              f"{', '.join(f'{n} {times[n][-1]:.1f} s' for n in names) if round_index else 'done'}", flush=True)
     (params_new, history_new, stats_new), (params_old, history_old, stats_old) = results["shared"], results["alone"]
+    stats_prefix = results["prefix"][2]
     metric_gap = max(abs(a[k] - b[k]) / max(1.0, abs(b[k])) for a, b in zip(history_new, history_old, strict=True)
                      for k in a)
     param_gap = max(float(jnp.max(jnp.abs(a - b))) for a, b in
                     zip(jax.tree.leaves(params_new), jax.tree.leaves(params_old), strict=True))
     new_s, old_s = statistics.median(times["shared"]), statistics.median(times["alone"])
+    prefix_s = statistics.median(times["prefix"])
     figures = {
         "bench": "tree_update",
         "rows": len(rows),
         "positions_alone": stats_old.computed_tokens,
         "positions_shared": stats_new.computed_tokens,
+        "positions_prefix_order": stats_prefix.computed_tokens,
         "position_cut": round(stats_old.computed_tokens / stats_new.computed_tokens, 3),
+        "position_cut_prefix_order": round(stats_old.computed_tokens / stats_prefix.computed_tokens, 3),
         "positions_by_depth": by_depth,
         "padded_alone": stats_old.total_tokens,
         "padded_shared": stats_new.total_tokens,
+        "padded_prefix_order": stats_prefix.total_tokens,
         "capacity": capacity,
+        "tree_capacity": tree.capacity(capacity),
         "shared_s": round(new_s, 3),
         "alone_s": round(old_s, 3),
+        "prefix_s": round(prefix_s, 3),
         "speedup": round(old_s / new_s, 3),
+        "speedup_prefix_order": round(old_s / prefix_s, 3),
         "max_metric_gap": float(f"{metric_gap:.3g}"),
         "max_param_gap": float(f"{param_gap:.3g}"),
         "trainable_layers": config.optim.trainable_layers,
         "rounds": args.rounds,
         "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}",
     }
-    print(f"{len(rows)} rows, capacity {capacity}: {stats_old.computed_tokens} positions alone, "
-          f"{stats_new.computed_tokens} tree-packed ({figures['position_cut']}x fewer); by depth {by_depth}")
-    print(f"update epoch: tree-packed {new_s:.2f} s, alone {old_s:.2f} s ({old_s / new_s:.2f}x); "
-          f"largest metric gap {metric_gap:.2g}, parameter gap {param_gap:.2g}")
+    print(f"positions computed: {stats_old.computed_tokens} alone, {stats_new.computed_tokens} tree-packed "
+          f"({figures['position_cut']}x fewer), {stats_prefix.computed_tokens} in prefix order "
+          f"({figures['position_cut_prefix_order']}x fewer)")
+    print(f"update epoch: alone {old_s:.2f} s, tree-packed {new_s:.2f} s ({old_s / new_s:.2f}x), in prefix order "
+          f"{prefix_s:.2f} s ({old_s / prefix_s:.2f}x); largest metric gap {metric_gap:.2g}, parameter gap {param_gap:.2g}")
     print(json.dumps(figures))
     return figures
 

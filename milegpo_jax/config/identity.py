@@ -20,6 +20,7 @@ from milegpo_jax.config.schema import TrainConfig
 # Options added after the shipped configs' hashes were pinned, with their defaults: they enter
 # config_hash only when set to something else, so runs from before they existed still resume.
 HASHED_WHEN_SET = {
+    "ppo.row_order": "shuffled",
     "sampling.prefix_sharing": False,
     "optim.trainable_layers": 0,
     "env.branching": {"roots": 0, "branches": 1, "fork_at": "uniform"},  # tree rollouts off

@@ -288,6 +288,10 @@ class PPOSection:
     # each shared prompt prefix computed once per packed sequence (tree-packed rows, docs/training.md
     # §3.1): the same update to float rounding, so off only to compare or bisect (outside the hash)
     share_prefixes: bool = True
+    # the rows of each mini-batch: "shuffled" (a random permutation) or "prefix" (the rows' prefix-tree
+    # order cut into mini-batches visited in random order: rows that share prompts share a mini-batch,
+    # so tree packing computes fewer positions; a different update, so it is in the hash)
+    row_order: str = "shuffled"
 
     def __post_init__(self):
         if not 0.0 < self.clip_low < 1.0:
@@ -297,6 +301,7 @@ class PPOSection:
         choice("ppo.kl_estimator", self.kl_estimator, KL_ESTIMATORS)
         non_negative("ppo.entropy_coef", self.entropy_coef)
         non_negative("ppo.logits_chunk", self.logits_chunk)
+        choice("ppo.row_order", self.row_order, ("shuffled", "prefix"))
         for name in ("epochs", "minibatch_rows", "microbatch_rows"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"ppo.{name}={getattr(self, name)}: must be >= 1")

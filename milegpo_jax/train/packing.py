@@ -29,7 +29,15 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from milegpo_jax.shapes import bucket_size
-from milegpo_jax.train.prefix_tree import MAX_DEPTH, MIN_SHARED, PrefixForest, build_forest, place_rows, unshared
+from milegpo_jax.train.prefix_tree import (
+    MAX_DEPTH,
+    MIN_SHARED,
+    TREE_SPAN,
+    PrefixForest,
+    build_forest,
+    place_rows,
+    unshared,
+)
 
 MIN_SEQUENCE = 16  # short packed sequences are a power of two of at least this many positions
 CAPACITY_STEP = 128  # longer ones a multiple of this: a power of two would waste up to half of each
@@ -142,20 +150,27 @@ class Sharing:
     """How ``pack`` shares prompt prefixes between rows (``prefix_tree``, docs/training.md §3.1).
 
     ``max_depth``: shared nodes on a row's path (0: none, every row alone as before trees);
-    ``min_shared``: the shortest shared node; ``expand_block`` > 0: also lay out the index arrays of
-    the fused-kernel path (each segment's queries after its ancestors' keys, ``expand_*`` and
+    ``min_shared``: the shortest shared node; ``span``: a tree-packed sequence holds this many times
+    the rows' capacity (more rows share one copy of a prefix; a micro-batch then holds as many fewer
+    sequences, ``sequences_per_micro``); ``expand_block`` > 0: also lay out the index arrays of the
+    fused-kernel path (each segment's queries after its ancestors' keys, ``expand_*`` and
     ``collect_index``, in a length that is a multiple of ``expand_block``)."""
 
     max_depth: int = MAX_DEPTH
     min_shared: int = MIN_SHARED
+    span: int = TREE_SPAN
     expand_block: int = 0
 
+    def capacity(self, base_capacity: int) -> int:
+        """Positions per packed sequence for rows whose own capacity is ``base_capacity``."""
+        return self.span * base_capacity
+
     def __post_init__(self):
-        if self.max_depth < 0 or self.min_shared < 1 or self.expand_block < 0:
-            raise ValueError(f"{self}: max_depth and expand_block must be >= 0, min_shared >= 1")
+        if self.max_depth < 0 or self.min_shared < 1 or self.expand_block < 0 or self.span < 1:
+            raise ValueError(f"{self}: max_depth and expand_block must be >= 0, min_shared and span >= 1")
 
 
-NO_SHARING = Sharing(max_depth=0)
+NO_SHARING = Sharing(max_depth=0, span=1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -359,15 +374,37 @@ def expanded_width(rows: Rows, pick: Sequence[int], capacity: int, head: Head | 
     return sharing.expand_block * _three_significant_bits(max(1, -(-longest // sharing.expand_block)))
 
 
-def sequences_per_micro(max_sequences: int, capacity: int, expanded: int, quantum: int = 1) -> int:
-    """Sequences a micro-batch may hold: ``max_sequences``, or on the kernel path (``expanded`` slots
-    per sequence) as many as keep its attention slots within ``max_sequences * capacity``, what the
-    rows packed alone would attend over: a tree-packed micro-batch never holds more activations than
-    one packed alone (docs/training.md §3.1). A multiple of ``quantum`` (batch shards), at least one."""
-    if expanded <= capacity:
+def sequences_per_micro(max_sequences: int, base_capacity: int, slots: int, quantum: int = 1) -> int:
+    """Sequences a micro-batch may hold when each has ``slots`` positions (a tree's ``span`` times the
+    rows' ``base_capacity``, or on the kernel path its expanded slots if more): as many as keep its
+    positions and attention slots within ``max_sequences * base_capacity``, what the rows packed alone
+    would hold, so a tree-packed micro-batch never holds more activations (docs/training.md §3.1).
+    A multiple of ``quantum`` (batch shards), at least one."""
+    if slots <= base_capacity:
         return max_sequences
-    fitting = max_sequences * capacity // expanded
+    fitting = max_sequences * base_capacity // slots
     return max(quantum, fitting // quantum * quantum)
+
+
+def pack_micro_batches(rows: Rows, pick: Sequence[int], base_capacity: int, max_sequences: int, pad_id: int,
+                       head: Head, sharing: Sharing = NO_SHARING, quantum: int = 1) -> tuple[Packed, int]:
+    """Rows ``pick`` packed in ``sharing.capacity(base_capacity)`` positions per sequence, as
+    ``(packed, micro_batches)``: at most ``max_sequences`` sequences of ``base_capacity`` positions'
+    worth per micro-batch (``sequences_per_micro``), a multiple of ``quantum`` (batch shards)."""
+    capacity = sharing.capacity(base_capacity)
+    slots = max(capacity, expanded_width(rows, pick, capacity, head, sharing))
+    most = sequences_per_micro(max_sequences, base_capacity, slots, quantum)
+    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head, sharing), most, quantum)
+    return pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing), micro
+
+
+def prefix_order(rows: Rows, weight_key: str) -> np.ndarray:
+    """All rows in the depth-first order of their shared prompt prefixes: rows that share a prefix are
+    neighbours, so mini-batches cut from this order share most (``ppo.row_order = "prefix"``)."""
+    everything = list(range(len(rows)))
+    limits = shareable_lengths(rows, everything, weight_key)
+    prefixes = [np.asarray(rows.tokens[i][:s]) for i, s in zip(everything, limits)]
+    return np.asarray(build_forest(prefixes, rows.lengths).order, np.int64)
 
 
 def unpack(values: np.ndarray, packed: Packed, lengths: Sequence[int]) -> list[np.ndarray]:
@@ -404,5 +441,5 @@ def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, 
 
 __all__ = ["CAPACITY_STEP", "HEAD_SHARE", "LAYOUT_KEYS", "MIN_SEQUENCE", "NO_SHARING", "Head", "Packed", "Rows",
            "Sharing", "as_micro_batches", "capacity_for_length", "first_fit_decreasing", "head_width",
-           "expanded_width", "micro_batch_shape", "pack", "sequences_needed", "sequences_per_micro", "shareable_lengths",
+           "expanded_width", "micro_batch_shape", "pack", "pack_micro_batches", "prefix_order", "sequences_needed", "sequences_per_micro", "shareable_lengths",
            "unpack", "unpack_head"]

@@ -27,11 +27,8 @@ from milegpo_jax.train.packing import (
     Sharing,
     as_micro_batches,
     capacity_for_length,
-    expanded_width,
-    micro_batch_shape,
-    pack,
-    sequences_needed,
-    sequences_per_micro,
+    pack_micro_batches,
+    prefix_order,
     unpack_head,
 )
 from milegpo_jax.train.step import PPOLoss, layout_arguments, update_sharing
@@ -80,11 +77,9 @@ def with_reference_logprobs(
     other): every row packed as the update packs them, the LM head at the response positions,
     ``max_sequences`` sequences per call (a multiple of ``quantum``, the number of batch shards)."""
     everything = list(range(len(rows)))
-    head = Head.for_rows(rows, PPOLoss.weight_key, capacity)
-    needed = sequences_needed(rows, everything, capacity, head, sharing)
-    expanded = expanded_width(rows, everything, capacity, head, sharing)
-    micro, per_micro = micro_batch_shape(needed, sequences_per_micro(max_sequences, capacity, expanded, quantum), quantum)
-    packed = pack(rows, everything, capacity, micro * per_micro, pad_id, head, sharing)
+    head = Head.for_rows(rows, PPOLoss.weight_key, sharing.capacity(capacity))
+    packed, micro = pack_micro_batches(rows, everything, capacity, max_sequences, pad_id, head, sharing, quantum)
+    per_micro = packed.arrays["inputs"].shape[0] // micro
     keys = [k for k in packed.arrays if k not in rows.fields]
     pieces = []
     for index in range(micro):
@@ -116,12 +111,16 @@ class UpdateStats:
 def ppo_epoch(
     step, params, opt_state, rows: Rows, *, minibatch_rows: int, microbatch_rows: int, capacity: int,
     rng: np.random.Generator, pad_id: int, place: Place, stats: UpdateStats | None = None, quantum: int = 1,
-    head: Head | None = None, sharing: Sharing = NO_SHARING,
+    head: Head | None = None, sharing: Sharing = NO_SHARING, row_order: str = "shuffled",
 ):
-    """One epoch over ``rows`` in shuffled mini-batches of ``minibatch_rows`` rows; one optimizer step
-    (``step``, a jitted ``TrainStep``) per mini-batch. Each mini-batch is packed into sequences of
-    ``capacity`` positions, at most ``microbatch_rows`` sequences per micro-batch (a multiple of
-    ``quantum``, the number of batch shards).
+    """One epoch over ``rows`` in mini-batches of ``minibatch_rows`` rows; one optimizer step (``step``,
+    a jitted ``TrainStep``) per mini-batch. Each mini-batch is packed into sequences of ``capacity``
+    positions (``sharing.span`` times that when tree-packed), at most ``microbatch_rows`` sequences'
+    worth per micro-batch (a multiple of ``quantum``, the number of batch shards).
+
+    ``row_order`` (``ppo.row_order``): "shuffled", a random permutation of the rows; "prefix", the
+    rows' prefix-tree order (``packing.prefix_order``) cut into mini-batches that are visited in a
+    random order, so rows that share prompts share mini-batches (docs/training.md §3.1).
 
     The LM head runs at the response positions only, ``head_width`` of them per sequence
     (``milegpo_jax.train.packing``); ``head`` overrides that width (the LM-head benchmark's baseline
@@ -132,15 +131,10 @@ def ppo_epoch(
     float metrics per mini-batch.
     """
     if head is None:
-        head = Head.for_rows(rows, PPOLoss.weight_key, capacity)
-    order = rng.permutation(len(rows))
+        head = Head.for_rows(rows, PPOLoss.weight_key, sharing.capacity(capacity))
     history = []
-    for start in range(0, len(rows), minibatch_rows):
-        pick = order[start : start + minibatch_rows]
-        needed = sequences_needed(rows, pick, capacity, head, sharing)
-        most = sequences_per_micro(microbatch_rows, capacity, expanded_width(rows, pick, capacity, head, sharing), quantum)
-        micro, per_micro = micro_batch_shape(needed, most, quantum)
-        packed = pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing)
+    for pick in minibatches(rows, minibatch_rows, rng, row_order):
+        packed, micro = pack_micro_batches(rows, pick, capacity, microbatch_rows, pad_id, head, sharing, quantum)
         if stats is not None:
             stats.real_tokens += packed.real_tokens
             stats.total_tokens += packed.arrays["inputs"].size
@@ -151,9 +145,24 @@ def ppo_epoch(
     return params, opt_state, history
 
 
+ROW_ORDERS = ("shuffled", "prefix")  # ppo.row_order (the config checks the same names; it imports nothing of train/)
+
+
+def minibatches(rows: Rows, size: int, rng: np.random.Generator, row_order: str = "shuffled") -> list[np.ndarray]:
+    """The row indices of each mini-batch of one epoch, in ``row_order`` (``ppo_epoch``)."""
+    if row_order == "shuffled":
+        order = rng.permutation(len(rows))
+        return [order[start : start + size] for start in range(0, len(rows), size)]
+    if row_order != "prefix":
+        raise ValueError(f"row_order={row_order!r}: choose one of {', '.join(ROW_ORDERS)}")
+    order = prefix_order(rows, PPOLoss.weight_key)
+    chunks = [order[start : start + size] for start in range(0, len(rows), size)]
+    return [chunks[i] for i in rng.permutation(len(chunks))]
+
+
 def place_on_default_device(array: np.ndarray) -> jax.Array:
     return jnp.asarray(array)
 
 
-__all__ = ["UpdateStats", "place_on_default_device", "ppo_epoch", "ppo_rows", "reference_logprobs",
-           "sequence_capacity", "with_reference_logprobs"]
+__all__ = ["ROW_ORDERS", "UpdateStats", "minibatches", "place_on_default_device", "ppo_epoch", "ppo_rows",
+           "reference_logprobs", "sequence_capacity", "with_reference_logprobs"]

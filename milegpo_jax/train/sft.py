@@ -27,11 +27,7 @@ from milegpo_jax.train.packing import (
     Sharing,
     as_micro_batches,
     capacity_for_length,
-    expanded_width,
-    micro_batch_shape,
-    pack,
-    sequences_needed,
-    sequences_per_micro,
+    pack_micro_batches,
 )
 from milegpo_jax.train.step import SFTLoss, TrainStep, jit_train_step, update_sharing
 
@@ -65,10 +61,9 @@ def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences
                      head: Head | None = None, sharing: Sharing = NO_SHARING) -> dict[str, np.ndarray]:
     """Rows ``pick`` packed (``sharing``: shared prompt prefixes once), the LM head at the loss-masked
     positions (``head``: default from all ``rows``)."""
-    head = head or Head.for_rows(rows, SFTLoss.weight_key, capacity)
-    most = sequences_per_micro(max_sequences, capacity, expanded_width(rows, pick, capacity, head, sharing))
-    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head, sharing), most)
-    return as_micro_batches(pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing).arrays, micro)
+    head = head or Head.for_rows(rows, SFTLoss.weight_key, sharing.capacity(capacity))
+    packed, micro = pack_micro_batches(rows, pick, capacity, max_sequences, pad_id, head, sharing)
+    return as_micro_batches(packed.arrays, micro)
 
 
 def train_sft(
@@ -95,8 +90,8 @@ def train_sft(
     jitted = jit_train_step(step)
     rows = sft_rows(examples)
     capacity = capacity_for_length(int(rows.lengths.max()))  # one for every step: fewer shapes to compile
-    head = Head.for_rows(rows, SFTLoss.weight_key, capacity)
     sharing = update_sharing(model, capacity, share_prefixes)
+    head = Head.for_rows(rows, SFTLoss.weight_key, sharing.capacity(capacity))
     rng = np.random.default_rng(seed)
     history = []
     for index in range(steps):

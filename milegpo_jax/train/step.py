@@ -87,14 +87,15 @@ def layout_arguments(batch) -> dict[str, Any]:
 
 
 def update_sharing(model, capacity: int, enabled: bool = True) -> Sharing:
-    """How an update of ``model`` over sequences of ``capacity`` shares prompt prefixes: not at all when
+    """How an update of ``model`` over rows of ``capacity`` positions shares prompt prefixes: not at all when
     ``enabled`` is off (``ppo.share_prefixes``), else a tree, expanded for a fused kernel when the
     training forward runs one (docs/training.md §3.1)."""
     if not enabled:
         return NO_SHARING
     runtime = model.runtime
-    form = choose_attention(runtime.attention_impl, model.platform(), capacity, runtime.attention_block)
-    return Sharing(expand_block=KERNEL_BLOCK if form in KERNEL_PLATFORMS else 0)
+    tree = Sharing()
+    form = choose_attention(runtime.attention_impl, model.platform(), tree.capacity(capacity), runtime.attention_block)
+    return dataclasses.replace(tree, expand_block=KERNEL_BLOCK if form in KERNEL_PLATFORMS else 0)
 
 
 @dataclasses.dataclass(frozen=True)

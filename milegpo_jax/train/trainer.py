@@ -307,6 +307,7 @@ class Trainer:
                 self.jitted_step, self.params, self.opt_state, update_rows, minibatch_rows=cfg.ppo.minibatch_rows,
                 microbatch_rows=cfg.ppo.microbatch_rows, capacity=capacity, rng=rng, pad_id=pad_id,
                 place=self._place_rows, stats=stats, quantum=self._batch_shards, sharing=sharing,
+                row_order=cfg.ppo.row_order,
             )
             updates += history
         timings["time/update_s"] = time.perf_counter() - start

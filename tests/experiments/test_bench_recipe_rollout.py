@@ -58,3 +58,21 @@ def test_a_checkpoint_without_tokenizer_files(bench, checkpoint, tmp_path, capsy
     assert err == f"error: {tmp_path}/tokenizer.json: missing (the directory holds no complete tokenizer)"
     err = refused(bench.main, ["--checkpoint", str(tmp_path / "nowhere")], capsys)
     assert err == f"error: --checkpoint {tmp_path / 'nowhere'}: no config.json there (a Hugging Face checkpoint)"
+
+
+def test_tree_update(checkpoint, capsys, tmp_path):
+    """The tree-packed update against the rows alone, on a rollout whose two rows share their prompt; the
+    rows written with --save-rows and read back with --rows give the same positions."""
+    from experiments.bench import tree_update
+
+    saved = tmp_path / "rows.npz"
+    figures, _ = run_bench(tree_update.main, ["--smoke", "--checkpoint", str(checkpoint), "--save-rows", str(saved)], capsys)
+    assert figures["bench"] == "tree_update" and figures["rounds"] == 1 and figures["rows"] >= 2
+    for key in ("speedup", "speedup_prefix_order", "alone_s", "shared_s", "prefix_s", "position_cut"):
+        assert positive(figures[key]), (key, figures[key])
+    assert figures["positions_shared"] < figures["positions_alone"]  # the group's first prompt is computed once
+    assert figures["positions_by_depth"]["0"] == figures["positions_alone"]
+    assert 0 <= figures["max_metric_gap"] < 1e-4 and 0 <= figures["max_param_gap"] < 1e-4  # the same update
+    again, _ = run_bench(tree_update.main, ["--smoke", "--checkpoint", str(checkpoint), "--rows", str(saved)], capsys)
+    assert again["positions_by_depth"] == figures["positions_by_depth"]
+    assert "--rows nowhere.npz: no such file" in refused(tree_update.main, ["--smoke", "--rows", "nowhere.npz"], capsys)

@@ -22,10 +22,11 @@ from milegpo_jax.train.packing import (
     Sharing,
     expanded_width,
     pack,
+    pack_micro_batches,
     sequences_needed,
     sequences_per_micro,
 )
-from milegpo_jax.train.ppo import ppo_rows, with_reference_logprobs
+from milegpo_jax.train.ppo import minibatches, ppo_rows, with_reference_logprobs
 from milegpo_jax.train.prefix_tree import build_forest, place_rows
 from milegpo_jax.train.sft import SFTExample, sft_rows
 from milegpo_jax.train.step import PPOLoss, SFTLoss
@@ -110,6 +111,25 @@ def test_trees_too_large_for_a_sequence_are_split_with_their_prefix_repeated():
     assert all(p.used == 60 for p in placed)
     with pytest.raises(ValueError, match="a row of 65 positions does not fit sequences of 64"):
         place_rows(forest, [65] + [50] * 5, 64)
+
+
+def test_prefix_row_order_keeps_groups_together_and_micro_batches_hold_no_more_positions():
+    rows = tree_rows(10, groups=4)
+    rng = np.random.default_rng(0)
+    shuffled, prefix = minibatches(rows, 8, rng, "shuffled"), minibatches(rows, 8, rng, "prefix")
+    for batches in (shuffled, prefix):  # every row once
+        assert sorted(np.concatenate(batches).tolist()) == list(range(len(rows)))
+    head = Head(PPO.weight_key, 64)
+
+    def computed(batches):
+        return sum(pack_micro_batches(rows, b, 64, 4, 0, head, Sharing())[0].positions_computed for b in batches)
+
+    assert computed(prefix) < computed(shuffled)  # rows that share prompts share mini-batches
+    with pytest.raises(ValueError, match="row_order='bogus'"):
+        minibatches(rows, 8, rng, "bogus")
+    packed, micro = pack_micro_batches(rows, prefix[0], 64, 4, 0, head, Sharing(span=2))
+    sequences, capacity = packed.arrays["inputs"].shape
+    assert capacity == 128 and sequences // micro <= 2  # twice as long, half as many: 4 x 64 positions at most
 
 
 # --- exactness against the rows alone
