@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024**3
 LIBTPU_VERSION = "0.0.42.1"  # the libtpu wheel jax[tpu]==0.10.2 pins
 
@@ -130,7 +130,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, list[
     from milegpo_jax.config import split_config_flags  # imports no jax
 
     overrides, rest = split_config_flags(sys.argv[1:] if argv is None else argv)
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    # prog: the usage line names the tool as it did when it was one file, aot.py
+    parser = argparse.ArgumentParser(prog="aot.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--config", required=True, help="experiments/configs/NAME.py[:arg]")
     parser.add_argument("--topology", required=True, help=f"TPU topology, e.g. {', '.join(TOPOLOGY_EXAMPLES)}")
     parser.add_argument("--model", help="model preset (overrides the config's shape), e.g. qwen2.5-7b")
@@ -731,6 +732,3 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(EXIT_DOES_NOT_FIT)
     return result
 
-
-if __name__ == "__main__":
-    main()
