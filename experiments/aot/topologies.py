@@ -14,17 +14,16 @@ import re
 import sys
 from pathlib import Path
 
+from experiments.chips import TPU_CHIPS
+
 ROOT = Path(__file__).resolve().parents[2]
 GIB = 1024**3
 LIBTPU_VERSION = "0.0.42.1"  # the libtpu wheel jax[tpu]==0.10.2 pins
 
-# HBM per chip in GiB, from the public Cloud TPU system-architecture pages (https://cloud.google.com/tpu/docs/v4,
-# .../v5e, .../v5p, .../v6e: "HBM2 capacity" / "HBM capacity" per chip). The pages write GB; the TPU compiler's
-# own out-of-memory message ("exceeds available HBM (15.75G)" on v5e, a little reserved) shows they are GiB.
-HBM_GIB = {"v4": 32, "v5e": 16, "v5p": 95, "v6e": 32}
-# Peak dense bf16 FLOP/s and HBM bandwidth (bytes/s) per chip, from the same pages ("Peak compute per
-# chip (bf16)", "HBM bandwidth"): the roofline of a step.
-PEAK = {"v5e": (197e12, 819e9), "v5p": (459e12, 2765e9), "v6e": (918e12, 1640e9)}
+# HBM per chip in GiB, and the roofline's peak dense bf16 FLOP/s and HBM bytes/s per chip, by generation:
+# the chip table experiments.bench.device reads too (experiments/chips.py, with its sources)
+HBM_GIB = {generation: chip.hbm_gib for generation, chip in TPU_CHIPS.items()}
+PEAK = {generation: (chip.peak_tflops * 1e12, chip.bandwidth_gbs * 1e9) for generation, chip in TPU_CHIPS.items()}
 
 
 @dataclasses.dataclass(frozen=True)
