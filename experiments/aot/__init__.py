@@ -38,9 +38,9 @@ run, printing). Every public name is importable from here; nothing here imports 
 from experiments.aot.cli import WHAT, main, mesh_config, parse_args, print_reports, run
 from experiments.aot.cost import attention_flops, prefill_cost, train_cost
 from experiments.aot.memory import Report, compile_program, per_chip_bytes
-from experiments.aot.programs import (abstract_params, jitted_with_arguments, model_config, model_shape, preset_for_name,
-                                      runtime_options, sampler_programs, train_program, train_step_program, tree_shape,
-                                      with_shardings)
+from experiments.aot.programs import (abstract_params, jitted_with_arguments, model_config, model_shape,
+                                      preset_for_name, runtime_options, sampler_programs, train_program,
+                                      train_step_program, tree_shape, with_shardings)
 from experiments.aot.topologies import (EXIT_DOES_NOT_FIT, EXIT_USAGE, GIB, HBM_GIB, LIBTPU_VERSION, PEAK, ROOT,
                                         TOPOLOGY_EXAMPLES, TOPOLOGY_RULES, UNSUPPORTED, AotError, TopologyRule,
                                         check_topology, hbm_gib, setup_libtpu)
