@@ -54,8 +54,8 @@ fi
 
 # The TPU compiler (libtpu, the wheel jax[tpu]==0.10.2 pins), for `python -m experiments.aot` (compiles for a
 # TPU topology on this CPU host). It goes into its own folder, .libtpu, not into .venv: with libtpu importable
-# every jax process on a CPU host would look for a TPU and warn (and it is 684 MB installed). experiments/aot.py
-# puts the folder on sys.path itself. MILEGPO_LIBTPU=0 skips it; the aot tests then skip, saying how to get it.
+# every jax process on a CPU host would look for a TPU and warn (and it is 684 MB installed). experiments.aot
+# (setup_libtpu, experiments/aot/topologies.py) puts the folder on sys.path itself. MILEGPO_LIBTPU=0 skips it; the aot tests then skip, saying how to get it.
 _libtpu_version=0.0.42.1
 if [ "${MILEGPO_LIBTPU:-1}" != "0" ] \
     && [ ! -d "$MILEGPO_ROOT/.libtpu/libtpu-${_libtpu_version}.dist-info" ]; then

@@ -23,7 +23,8 @@ compiles it:
    embedding table otherwise). MFU = model FLOPs / step time / peak bf16 dense FLOP/s; ``mfu_6n``
    counts the ``6 * N * tokens`` term alone.
 
-Device limits come from ``DEVICE_SPECS`` by ``jax.devices()[0].device_kind``; ``--peak-tflops`` and
+Device limits come from the chip table ``experiments/chips.py`` (``DEVICE_SPECS``, shared with
+``experiments.aot``) by ``jax.devices()[0].device_kind``; ``--peak-tflops`` and
 ``--bandwidth-gbs`` override them (or supply them for a device not in the table). A limit that is
 unknown is printed as "limit unknown" and its ratio is ``null`` in the JSON line.
 
@@ -39,56 +40,12 @@ Ends with one JSON line ``{"bench": "device", "decode_tokens_per_s": ..., "decod
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import statistics
 import time
 
-
-@dataclasses.dataclass(frozen=True)
-class DeviceSpec:
-    name: str
-    peak_tflops: float  # bf16 dense (no 2:4 sparsity), per chip
-    bandwidth_gbs: float  # HBM, GB/s (1e9 bytes/s), per chip
-    source: str
-
-
-_NVIDIA = "NVIDIA datasheet"
-_TPU_DOCS = "Cloud TPU docs"
-# Matched in order against device_kind (case-insensitive; every listed fragment must occur), most
-# specific first. NVIDIA datasheets quote bf16 Tensor Core FLOP/s with 2:4 sparsity; dense is half:
-# H100/H200 SXM 1,979 -> 989.5 TFLOP/s, H100 PCIe 1,513 -> 756.5, H100/H200 NVL 1,671 -> 835.5,
-# A100 312 dense. HBM: H200 4.8 TB/s, H100 SXM 3.35, H100 NVL 3.9, H100 PCIe 2.0, A100 80GB SXM 2.039,
-# A100 80GB PCIe 1.935, A100 40GB 1.555 (NVIDIA H200, H100 and A100 Tensor Core GPU datasheets).
-# TPUs: "Peak compute per chip (bf16)" and HBM bandwidth from cloud.google.com/tpu/docs/{v4,v5e,v5p,v6e}:
-# v4 275 TFLOP/s 1,200 GB/s; v5e 197, 819; v5p 459, 2,765; v6e (Trillium) 918, 1,640. JAX names
-# v5e "TPU v5 lite", v6e "TPU v6 lite", v5p "TPU v5" (newer runtimes: "TPU v5p").
-DEVICE_SPECS: tuple[tuple[tuple[str, ...], DeviceSpec | None], ...] = (
-    (("gh200",), None),  # Grace Hopper: H100-class compute, its own HBM; not "H200" (use the flags)
-    (("h200", "nvl"), DeviceSpec("NVIDIA H200 NVL", 835.5, 4800.0, _NVIDIA)),
-    (("h200",), DeviceSpec("NVIDIA H200 SXM", 989.5, 4800.0, _NVIDIA)),
-    (("h100", "nvl"), DeviceSpec("NVIDIA H100 NVL", 835.5, 3900.0, _NVIDIA)),
-    (("h100", "pcie"), DeviceSpec("NVIDIA H100 PCIe", 756.5, 2000.0, _NVIDIA)),
-    (("h100",), DeviceSpec("NVIDIA H100 SXM", 989.5, 3350.0, _NVIDIA)),
-    (("a100", "80gb", "pcie"), DeviceSpec("NVIDIA A100 80GB PCIe", 312.0, 1935.0, _NVIDIA)),
-    (("a100", "80gb"), DeviceSpec("NVIDIA A100 80GB SXM", 312.0, 2039.0, _NVIDIA)),
-    (("a100",), DeviceSpec("NVIDIA A100 40GB", 312.0, 1555.0, _NVIDIA)),
-    (("tpu v4",), DeviceSpec("TPU v4", 275.0, 1200.0, _TPU_DOCS)),
-    (("tpu v5 lite",), DeviceSpec("TPU v5e", 197.0, 819.0, _TPU_DOCS)),
-    (("tpu v5e",), DeviceSpec("TPU v5e", 197.0, 819.0, _TPU_DOCS)),
-    (("tpu v5",), DeviceSpec("TPU v5p", 459.0, 2765.0, _TPU_DOCS)),  # "TPU v5" and "TPU v5p"
-    (("tpu v6",), DeviceSpec("TPU v6e", 918.0, 1640.0, _TPU_DOCS)),  # "TPU v6 lite" and "TPU v6e"
-)
-
-
-def device_spec(device_kind: str) -> DeviceSpec | None:
-    """The table's entry for a ``jax.Device.device_kind``, or None (CPU, or a chip not listed)."""
-    kind = device_kind.lower()
-    for fragments, spec in DEVICE_SPECS:
-        if all(fragment in kind for fragment in fragments):
-            return spec
-    return None
+from experiments.chips import device_spec
 
 
 def device_limits(device_kind: str, peak_tflops: float | None, bandwidth_gbs: float | None) -> dict:

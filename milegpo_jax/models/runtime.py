@@ -4,7 +4,7 @@ blocks and form, LM-head chunking.
 A checkpoint's ``config.json`` fixes the architecture (``ModelConfig``); these options are chosen per
 run (the ``model`` and ``ppo`` sections of a training config) and must reach every model the trainer
 builds: the policy, the frozen reference, the warm start, the host-local sampling copy, and the
-program ``experiments/aot.py`` compiles. ``RuntimeOptions`` is that one object: the only runtime
+program ``experiments.aot`` compiles. ``RuntimeOptions`` is that one object: the only runtime
 argument of ``load_pretrained``, ``init_model`` and ``abstract_model``, and ``model.runtime`` of every
 model (docs/models.md §1, docs/training.md §4). jax-free, like ``model_config``.
 """

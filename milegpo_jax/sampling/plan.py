@@ -2,7 +2,7 @@
 switches of a call, decided on the host before anything is compiled.
 
 ``plan_generation`` is the one planner: ``generate`` calls it for every batch, and
-``experiments/aot.py`` calls it with the config's largest batch and prompt to compile the very
+``experiments.aot`` calls it with the config's largest batch and prompt to compile the very
 programs the trainer will run (docs/training.md §8).
 """
 

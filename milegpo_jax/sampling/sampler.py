@@ -10,7 +10,7 @@ How a call runs:
    limit) and left-padded to a power-of-two length bucket (at least ``MIN_PROMPT_BUCKET``); the batch
    is padded to a power of two with rows that are finished from the start. A new prompt length or
    batch size therefore recompiles only when it crosses a bucket. These shapes and the compile-time
-   switches come from ``milegpo_jax.sampling.plan.plan_generation``, the planner ``experiments/aot.py``
+   switches come from ``milegpo_jax.sampling.plan.plan_generation``, the planner ``experiments.aot``
    uses too.
 2. ``prefill`` (jit): the padded batch through the model in chunks of prompt positions (a
    ``lax.scan``; ``config.prefill_chunk_tokens`` bounds the attention scores held at once), writing the

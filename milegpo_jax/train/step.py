@@ -2,7 +2,7 @@
 
 Every gradient update runs through ``TrainStep`` (docs/training.md §2): the PPO
 mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft``,
-``experiments/sft.py``), the program ``experiments/aot.py`` compiles and the one
+``experiments/sft.py``), the program ``experiments.aot`` compiles and the one
 ``experiments/bench/device.py`` times.
 
 * ``batch`` holds one mini-batch as ``[micro_batches, rows, T]`` arrays (rows may be packed
@@ -19,7 +19,7 @@ mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft`
 * one optimizer update (always ``make_optimizer``'s clipping + AdamW) follows; ``params`` and
   ``opt_state`` are donated, so they are updated in place.
 
-``build_train_step(config, graphdef)`` is how both the trainer and ``aot.py`` make the PPO step, so
+``build_train_step(config, graphdef)`` is how both the trainer and ``experiments.aot`` make the PPO step, so
 the two compile the same function.
 """
 
@@ -175,7 +175,7 @@ class TrainStep:
 
 
 def build_train_step(config, graphdef, runtime=None) -> TrainStep:
-    """The PPO step of a ``TrainConfig`` for a model structure (the trainer's and ``aot.py``'s).
+    """The PPO step of a ``TrainConfig`` for a model structure (the trainer's and ``experiments.aot``'s).
 
     ``runtime``: ``RuntimeOptions`` (default: from the config) supplies the LM-head chunk."""
     from milegpo_jax.models.runtime import RuntimeOptions

@@ -241,3 +241,17 @@ def test_attention_flops_by_form():
     assert attention_flops(cfg, "blocks", 1, 1024) == unit * 6 * 9 / 16  # 8 blocks: 36 of 64 pairs
     assert attention_flops(cfg, "splash", 1, 1024) == unit * 9 * 3 / 4  # 2 tiles of 512: 3 of 4 pairs
     assert attention_flops(runtime.replace(remat="full").apply(cfg), "xla", 1, 1024) == unit * 8
+
+
+def test_aot_and_the_device_bench_read_one_chip_table():
+    """Each generation aot compiles for has its HBM and peaks in experiments/chips.py, the entry the device
+    benchmark finds for that chip's device_kind."""
+    from experiments.aot import HBM_GIB, PEAK, TOPOLOGY_RULES
+    from experiments.chips import TPU_CHIPS, device_spec
+
+    kinds = {"v5e": "TPU v5 lite", "v5p": "TPU v5", "v6e": "TPU v6 lite"}  # as jax names the devices
+    assert set(kinds) == set(TOPOLOGY_RULES)
+    for generation, kind in kinds.items():
+        chip = device_spec(kind)
+        assert chip is TPU_CHIPS[generation] and HBM_GIB[generation] == chip.hbm_gib > 0
+        assert PEAK[generation] == (chip.peak_tflops * 1e12, chip.bandwidth_gbs * 1e9)

@@ -1,0 +1,5 @@
+"""``python -m experiments.aot``: the command line (experiments/aot/cli.py)."""
+
+from experiments.aot import main
+
+main()
