@@ -116,20 +116,21 @@ def train_step_program(config, graphdef, runtime):
 
 def tree_shape(shape, factor: float, form: str):
     """The same mini-batch's rows tree-packed (docs/training.md §3.1) when their prompts share
-    ``factor``-fold: ``factor``-fold fewer sequences of the same length, each with ``factor`` times the
-    LM-head positions; on a fused kernel each sequence expands to ``factor`` times its positions and a
-    micro-batch holds as many sequences as keep its attention slots within the rows-alone one's
-    (``packing.sequences_per_micro``). Returns (micro-batches, sequences, positions, LM-head
-    positions, tree levels, expanded slots)."""
+    ``factor``-fold: sequences ``Sharing.span`` times as long, ``factor`` times fewer positions in all,
+    the same response positions in the LM head; on a fused kernel each sequence expands to ``factor``
+    times its positions; a micro-batch holds as many sequences as keep its positions and attention
+    slots within the rows-alone one's (``packing.sequences_per_micro``). Returns (micro-batches,
+    sequences, positions, LM-head positions, tree levels, expanded slots)."""
     from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS
-    from milegpo_jax.train.packing import sequences_per_micro
+    from milegpo_jax.train.packing import Sharing, sequences_per_micro
     from milegpo_jax.train.prefix_tree import MAX_DEPTH
 
-    micro, rows, length, head = shape
-    sequences = max(1, math.ceil(micro * rows / factor))
+    micro, rows, base, head = shape
+    length = Sharing().capacity(base)
+    sequences = max(1, math.ceil(micro * rows * base / (factor * length)))
     expanded = KERNEL_BLOCK * math.ceil(factor * length / KERNEL_BLOCK) if form in KERNEL_PLATFORMS else 0
-    per_micro = min(sequences_per_micro(rows, length, expanded), sequences)
-    head = min(length, KERNEL_BLOCK * math.ceil(head * factor / KERNEL_BLOCK))
+    per_micro = min(sequences_per_micro(rows, base, max(length, expanded)), sequences)
+    head = min(length, KERNEL_BLOCK * math.ceil(head * factor * length / base / KERNEL_BLOCK))
     return math.ceil(sequences / per_micro), per_micro, length, head, MAX_DEPTH, expanded
 
 
