@@ -320,8 +320,9 @@ def test_shipped_config_hashes_are_pinned(spec, expected):
 
 def test_options_added_later_change_the_hash_only_when_set(alfworld_raw):
     reference = config_hash(load_config(alfworld_raw))
-    assert config_hash(build(alfworld_raw, "sampling.prefix_sharing=false", "optim.trainable_layers=0")) == reference
-    for override in ("sampling.prefix_sharing=true", "optim.trainable_layers=4"):
+    assert config_hash(build(alfworld_raw, "sampling.prefix_sharing=false", "optim.trainable_layers=0",
+                             "ppo.row_order=shuffled", "ppo.share_prefixes=false")) == reference
+    for override in ("sampling.prefix_sharing=true", "optim.trainable_layers=4", "ppo.row_order=prefix"):
         assert config_hash(build(alfworld_raw, override)) != reference, override
 
 
