@@ -23,8 +23,7 @@ from milegpo_jax.config.sections import (
     SamplingSection,
     SFTSection,
 )
-from milegpo_jax.credit import registry
-from milegpo_jax.credit.config import CreditConfig
+from milegpo_jax.credit.config import ON_TREES, CreditConfig
 from milegpo_jax.mesh_shape import MeshConfig
 
 
@@ -92,10 +91,10 @@ class TrainConfig:
         if model.tokenizer_dir is not None and not Path(model.tokenizer_dir).expanduser().is_dir():
             raise ConfigError(f"model.tokenizer_dir={model.tokenizer_dir!r} is not a directory")
         estimator = self.credit.estimator
-        if self.env.branching.enabled and not registry.spec_of(estimator).trees:  # docs/credit.md §14
+        if self.env.branching.enabled and estimator not in ON_TREES:  # docs/credit.md §14
             raise ConfigError(
                 f"env.branching.roots={self.env.branching.roots}: credit.estimator={estimator!r} is not defined on "
-                f"tree groups (those that are: {', '.join(registry.on_trees())}); set env.branching.roots=0"
+                f"tree groups (those that are: {', '.join(ON_TREES)}); set env.branching.roots=0"
             )
 
 

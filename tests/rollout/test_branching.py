@@ -5,7 +5,6 @@ hand-made tree."""
 
 from __future__ import annotations
 
-import dataclasses
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import numpy as np
 import pytest
 
 from milegpo_jax.config import ConfigError, config_hash, load_config
+from milegpo_jax.config import schema
 from milegpo_jax.config.sections import FORK_RULES
 from milegpo_jax.credit import registry
 from milegpo_jax.rollout.branching import FORK_RULES as IMPLEMENTED_RULES
@@ -62,7 +62,7 @@ def test_trees_need_an_estimator_defined_on_them(monkeypatch):
     config = load_config({"env": {"branching": {"roots": 2}}, "model": {"preset": "qwen2.5-0.5b"}})
     config.check_runnable()  # every registered estimator is defined on trees (docs/credit.md §14)
     estimator = config.credit.estimator
-    monkeypatch.setitem(registry._BY_NAME, estimator, dataclasses.replace(registry.spec_of(estimator), trees=False))
+    monkeypatch.setattr(schema, "ON_TREES", tuple(name for name in registry.on_trees() if name != estimator))
     with pytest.raises(ConfigError) as error:
         config.check_runnable()
     message = str(error.value)
