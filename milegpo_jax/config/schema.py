@@ -23,7 +23,7 @@ from milegpo_jax.config.sections import (
     SamplingSection,
     SFTSection,
 )
-from milegpo_jax.credit.config import CreditConfig
+from milegpo_jax.credit.config import ON_TREES, CreditConfig
 from milegpo_jax.mesh_shape import MeshConfig
 
 
@@ -71,7 +71,8 @@ class TrainConfig:
 
     def check_runnable(self) -> None:
         """Start-of-training checks the config alone cannot make: the policy's source must be set
-        and exist on this machine. Raises ConfigError with what to pass."""
+        and exist on this machine, and tree rollouts need an estimator defined on trees. Raises
+        ConfigError with what to pass."""
         model = self.model
         if model.source is None:
             wanted = f" ({model.name})" if model.name else ""
@@ -89,10 +90,11 @@ class TrainConfig:
                 )
         if model.tokenizer_dir is not None and not Path(model.tokenizer_dir).expanduser().is_dir():
             raise ConfigError(f"model.tokenizer_dir={model.tokenizer_dir!r} is not a directory")
-        if self.env.branching.enabled:  # collected (rollout/tree_collector.py), not yet trained on
+        estimator = self.credit.estimator
+        if self.env.branching.enabled and estimator not in ON_TREES:  # docs/credit.md §14
             raise ConfigError(
-                f"env.branching.roots={self.env.branching.roots}: the trainer does not train on tree groups yet "
-                "(credit over trees comes first); set env.branching.roots=0"
+                f"env.branching.roots={self.env.branching.roots}: credit.estimator={estimator!r} is not defined on "
+                f"tree groups (those that are: {', '.join(ON_TREES)}); set env.branching.roots=0"
             )
 
 

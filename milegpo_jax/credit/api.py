@@ -13,11 +13,15 @@ from milegpo_jax.credit.columns import RolloutColumns, check_columns_for
 from milegpo_jax.credit.config import CreditConfig
 from milegpo_jax.credit.diagnostics import credit_diagnostics
 from milegpo_jax.credit.estimators import advantages_and_ema, host_parts, milegpo_terms
+from milegpo_jax.credit.registry import spec_of
+from milegpo_jax.credit.trees import mean_per_step
 
 
 @dataclasses.dataclass(frozen=True)
 class CreditResult:
-    step_advantages: np.ndarray  # float64 [S]: every step's advantage, in the steps' (trajectory-major) order
+    # float64 [S]: every step's advantage, in the steps' (trajectory-major) order; with ``step_of``
+    # (a tree group's leaves), one per recorded step: the mean over the leaves through it
+    step_advantages: np.ndarray
     padded_advantages: np.ndarray  # [G, K, T] as the estimator returned them (0 on padded rows)
     diagnostics: dict
     batch: CreditBatch
@@ -41,6 +45,7 @@ def compute_credit(
     with_diagnostics: bool = True,
     ema_prev: float = 0.0,
     pad_to: tuple[int, ...] | None = None,
+    step_of: np.ndarray | None = None,
 ) -> CreditResult:
     """Advantages of ``cfg.estimator`` for every step of ``columns`` (+ the MileGPO diagnostics).
 
@@ -54,10 +59,16 @@ def compute_credit(
     updated value, which the caller keeps in its state (docs/credit-family.md). Rollouts that lack a
     field the estimator needs raise ``RolloutFormatError`` (``columns.check_columns_for``).
 
+    ``step_of`` (tree groups, docs/credit.md §14): the columns hold every leaf from the root, and entry
+    i is a copy of recorded step ``step_of[i]``; ``step_advantages`` then has one entry per recorded
+    step, the mean over its copies (the padded advantages and the diagnostics stay per leaf).
+
     The diagnostics are MileGPO's; for a baseline estimator they use the MileGPO fields of ``cfg``
     (its recipe defaults) on the same graph, so that tie statistics can be compared across estimators.
     """
     check_columns_for(columns, cfg.estimator)
+    if step_of is not None and not spec_of(cfg.estimator).trees:
+        raise ValueError(f"estimator {cfg.estimator} is not defined on tree groups (docs/credit.md §14)")
     minima = {} if pad_to is None else dict(zip(("min_steps", "min_nodes", "min_edges"), pad_to))
     parts = host_parts(cfg.estimator) | (host_parts("milegpo") if with_diagnostics else frozenset())  # MileGPO's
     batch, layout_of, step_index = padded_batch(columns, parts=parts, **minima)
@@ -72,4 +83,6 @@ def compute_credit(
         if cfg.estimator == "mvpo":
             diagnostics["mvpo_success_ema"] = ema
     step_advantages = advantages.reshape(-1)[step_index].astype(np.float64)
+    if step_of is not None:
+        step_advantages = mean_per_step(step_advantages, step_of)
     return CreditResult(step_advantages, advantages, diagnostics, batch, ema, layout_of)

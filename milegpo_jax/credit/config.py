@@ -20,6 +20,7 @@ from milegpo_jax.credit import registry
 ESTIMATORS = registry.NAMES
 # Estimators that read the per-step ``milestone`` flag of the rollout record.
 NEEDS_MILESTONES = registry.reading("milestones")
+ON_TREES = registry.on_trees()  # the estimators defined on tree groups (docs/credit.md §14)
 RECIPES = registry.RECIPES
 STAGES = registry.STAGES
 

@@ -63,6 +63,9 @@ class EstimatorSpec:
     recipes: Mapping[str, Mapping[str, Any]]  # recipe -> option defaults (docs/credit.md §5.10)
     reference: str  # "module:function" of credit/testing: per group ``f(group, cfg) -> details``, or
     # per batch ``f(groups, cfg, ema_prev) -> (details per group, ema_new)``
+    # tree groups (docs/credit.md §14): True where the estimator is defined on a group's leaves, each
+    # a trajectory from the root, a shared step taking the mean of its leaves' advantages
+    trees: bool = True
     options: tuple[str, ...] = ()  # CreditConfig fields of its own (beyond SHARED_OPTIONS)
     stages: tuple[str, ...] = ()  # ablation stages, the full method first (its default)
 
@@ -189,3 +192,8 @@ def load(path: str) -> Callable:
     """The function named ``"module:function"`` (a program or a reference)."""
     module, function = path.split(":")
     return getattr(importlib.import_module(module), function)
+
+
+def on_trees() -> tuple[str, ...]:
+    """The estimators defined on tree groups (docs/credit.md §14)."""
+    return tuple(spec.name for spec in SPECS if spec.trees)

@@ -23,7 +23,7 @@ Whatever a rule leaves unspent when every trajectory of the group has ended star
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -125,3 +125,31 @@ def leaf_path(leaf: int, parents: Sequence[int | None], fork_steps: Sequence[int
             segments.append((node, start, end))
         node, end = parents[node], min(end, start)
     return segments[::-1]
+
+
+
+def leaf_rows(
+    group: np.ndarray, trajectory: np.ndarray, t: np.ndarray,
+    leaves: Mapping[int, Mapping[int, tuple[int | None, int, int]]], kept: Collection[tuple[int, int]],
+) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, leaf): the recorded steps of the path from the root of every ``kept`` (group, leaf), leaf after leaf
+    (groups and leaves in increasing order), each path root first: the steps credit sees as the leaf's
+    trajectory (docs/credit.md §14). ``group``/``trajectory``/``t``: the recorded steps; ``leaves[g][k]
+    = (parent, fork_step, steps)`` of every leaf k of group g (a kept leaf's parent may not be kept:
+    the steps recorded under it before the fork stay on the kept leaf's path); ``leaf[i]``: the leaf
+    whose path holds ``rows[i]``."""
+    where = {key: i for i, key in enumerate(zip(group.tolist(), trajectory.tolist(), t.tolist()))}
+    rows: list[int] = []
+    leaf: list[int] = []
+    for g in sorted(leaves):
+        tree = leaves[g]
+        size = max(tree) + 1
+        parents = [tree[k][0] if k in tree else None for k in range(size)]
+        fork_steps = [tree[k][1] if k in tree else 0 for k in range(size)]
+        for k in sorted(tree):
+            if (g, k) not in kept:
+                continue
+            for node, start, end in leaf_path(k, parents, fork_steps, tree[k][2]):
+                rows.extend(where[(g, node, s)] for s in range(start, end))
+            leaf.extend([k] * (len(rows) - len(leaf)))
+    return np.array(rows, np.int64), np.array(leaf, np.int64)

@@ -21,7 +21,7 @@ from envs_bridge.base import StepResult
 from envs_bridge.client import EnvPool, EnvReply
 from envs_bridge.groups import GroupPlan
 from milegpo_jax.credit.columns import MILESTONE_FLAGS, RecordedSteps, RolloutColumns, StepRecorder
-from milegpo_jax.rollout.branching import TreeShape, leaves_through_steps
+from milegpo_jax.rollout.branching import TreeShape, leaf_rows, leaves_through_steps
 from milegpo_jax.rollout.prompts import HistoryEntry, build_prompt, project_actions
 
 
@@ -137,6 +137,46 @@ class RolloutBatch:
         columns, order = self.steps.columns(self._aborted())
         return columns, np.fromiter(self.responses, object, len(self.responses))[order].tolist()
 
+    def has_trees(self) -> bool:
+        """Whether any group of the batch forked (rollout/branching.py)."""
+        return any(e.parent is not None for e in self.episodes)
+
+    def _paths(self) -> tuple[np.ndarray, np.ndarray]:
+        """``branching.leaf_rows`` of the leaves that were not aborted."""
+        leaves: dict[int, dict[int, tuple[int | None, int, int]]] = {}
+        for e in self.episodes:
+            leaves.setdefault(e.group, {})[e.trajectory] = (e.parent, e.fork_step, e.steps)
+        kept = {(e.group, e.trajectory) for e in self.episodes if not e.aborted}
+        return leaf_rows(self.steps.group, self.steps.trajectory, self.steps.t, leaves, kept)
+
+    def tree_training_steps(self) -> tuple[RolloutColumns, list[PolicyResponse], np.ndarray | None]:
+        """``training_steps()`` for a batch that may hold tree groups (docs/credit.md §14): the columns
+        hold every leaf that was not aborted as a trajectory from the root (a shared step once per leaf
+        through it, in (group, leaf, t) order); the responses are those of the recorded steps on these
+        paths, each once, in order of first appearance; column entry i is a copy of the step of
+        ``responses[step_of[i]]``. Without forks: ``training_steps()`` and ``step_of`` None."""
+        if not self.has_trees():
+            columns, responses = self.training_steps()
+            return columns, responses, None
+        rows, leaf = self._paths()
+        s = self.steps
+        copies = {name: getattr(s, name)[rows] for name in ("group", "t", "state", "next_state", "action", "reward",
+                                                            "valid", "milestone")}
+        columns, order = dataclasses.replace(s, trajectory=leaf, **copies).columns()
+        recorded = rows[order]  # the recorded step of every column entry
+        unique, first, inverse = np.unique(recorded, return_index=True, return_inverse=True)
+        rank = np.empty(len(unique), np.int64)
+        rank[np.argsort(first, kind="stable")] = np.arange(len(unique))
+        trained = unique[np.argsort(first, kind="stable")]
+        return columns, [self.responses[i] for i in trained.tolist()], rank[inverse]
+
+    def _trained(self) -> np.ndarray:
+        """The recorded steps that are trained on: those of episodes not aborted; in a tree, those on the
+        path of a leaf not aborted."""
+        if self.has_trees():
+            return np.unique(self._paths()[0])
+        return self.steps.training_order(self._aborted())
+
     def leaves_per_step(self) -> np.ndarray:
         """For every recorded step, how many leaves of its group pass through it: 1 everywhere for
         independent rollouts, more on the steps a tree group's leaves share (rollout/branching.py)."""
@@ -157,7 +197,7 @@ class RolloutBatch:
 
     def metrics(self) -> dict[str, float]:
         finished = [e for e in self.episodes if not e.aborted]
-        valid = self.steps.valid[self.steps.training_order(self._aborted())]  # the training steps' flags
+        valid = self.steps.valid[self._trained()]  # the training steps' flags
         return {
             "success_rate": sum(e.won for e in finished) / max(len(finished), 1),
             "score": sum(e.score for e in finished) / max(len(finished), 1),

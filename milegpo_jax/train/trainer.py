@@ -44,6 +44,7 @@ from milegpo_jax.rollout.collector import (
     merge_host_batches,
     merge_passes,
 )
+from milegpo_jax.rollout.branching import TreeShape
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
@@ -187,8 +188,9 @@ class Trainer:
 
     # ------------------------------------------------------------------ rollouts and evaluation
 
-    def rollout(self, plan: GroupPlan, temperature: float, seed: int) -> RolloutBatch:
-        """Plays ``plan``: this host its share of the groups, then every host gets the whole batch."""
+    def rollout(self, plan: GroupPlan, temperature: float, seed: int, tree: bool = False) -> RolloutBatch:
+        """Plays ``plan``: this host its share of the groups, then every host gets the whole batch.
+        ``tree``: the groups grow as trees where ``env.branching`` says so (training; eval never forks)."""
         host, hosts = jax.process_index(), jax.process_count()
         if hosts > 1:
             plan = GroupPlan(plan.split, tuple(multihost.host_share(plan.task_ids)),
@@ -201,6 +203,7 @@ class Trainer:
             self.pool, self.policy, plan, env=self.config.env.name, max_steps=self.config.env.max_env_steps,
             history_length=self.config.env.history_length, temperature=temperature, seed=seed,
             reward_scale=env_spec(self.config.env.name).reward_scale,
+            branching=TreeShape.from_config(self.config.env.branching, plan.group_size) if tree else None,
         )
         self.policy.model = None  # the parameters it views are donated to the next update
         return batch if hosts == 1 else merge_host_batches(multihost.allgather_objects(batch))
@@ -258,7 +261,7 @@ class Trainer:
             cfg.env.group_size, seed=_seed(cfg.run.seed, iteration),
         )
         self.policy.usage.reset()
-        batch = self.rollout(plan, cfg.sampling.temperature, _seed(cfg.run.seed, iteration, 1))
+        batch = self.rollout(plan, cfg.sampling.temperature, _seed(cfg.run.seed, iteration, 1), tree=True)
         timings["time/generation_s"] = time.perf_counter() - start
         # where the rollout's time went (docs/training.md §4): the sampler's prefill and decode, and
         # the rest (env servers, prompts, tokenizing, detokenizing)
@@ -273,8 +276,10 @@ class Trainer:
         }
 
         start = time.perf_counter()
-        columns, responses = batch.training_steps()  # pre-interned columns, and their steps' responses
-        credit = compute_credit(columns, self.credit_config, ema_prev=self.credit_ema)
+        # pre-interned columns, and their steps' responses; in a tree group the columns hold every leaf
+        # from the root, and step_of folds a shared step's copies into its one row (docs/credit.md §14)
+        columns, responses, step_of = batch.tree_training_steps()
+        credit = compute_credit(columns, self.credit_config, ema_prev=self.credit_ema, step_of=step_of)
         self.credit_ema = credit.ema
         advantages = credit.step_advantages  # entry i is the advantage of responses[i]
         timings["time/advantage_s"] = time.perf_counter() - start

@@ -1,6 +1,7 @@
 """The branching config (env.branching) and the tree bookkeeping of milegpo_jax/rollout/branching.py:
 off by default with every shipped hash unchanged, bad input named in one line (exit 2 for the trainer),
-and the leaf counts and paths of a hand-made tree."""
+trees refused for an estimator the registry keeps off them, and the leaf counts and paths of a
+hand-made tree."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ import numpy as np
 import pytest
 
 from milegpo_jax.config import ConfigError, config_hash, load_config
+from milegpo_jax.config import schema
 from milegpo_jax.config.sections import FORK_RULES
+from milegpo_jax.credit import registry
 from milegpo_jax.rollout.branching import FORK_RULES as IMPLEMENTED_RULES
 from milegpo_jax.rollout.branching import GroupTree, TreeShape, leaf_path, leaves_through_steps
 
@@ -44,8 +47,8 @@ def test_bad_branching_names_the_field(branching, message):
     assert message in str(error.value) and "\n" not in str(error.value)
 
 
-@pytest.mark.parametrize("override", ["branches=0", "roots=2"])  # bad input; trees not trained on yet
-def test_the_trainer_refuses_in_one_line_with_exit_2(tmp_path, override):
+def test_the_trainer_refuses_in_one_line_with_exit_2(tmp_path):
+    override = "branches=0"
     completed = subprocess.run(
         [sys.executable, "-m", "experiments.train", "--config", "experiments/configs/demo.py",
          "--workdir", str(tmp_path), f"--config.env.branching.{override}"],
@@ -53,6 +56,18 @@ def test_the_trainer_refuses_in_one_line_with_exit_2(tmp_path, override):
     )
     assert completed.returncode == 2
     assert len(completed.stderr.strip().splitlines()) == 1 and f"env.branching.{override}" in completed.stderr
+
+
+def test_trees_need_an_estimator_defined_on_them(monkeypatch):
+    config = load_config({"env": {"branching": {"roots": 2}}, "model": {"preset": "qwen2.5-0.5b"}})
+    config.check_runnable()  # every registered estimator is defined on trees (docs/credit.md §14)
+    estimator = config.credit.estimator
+    monkeypatch.setattr(schema, "ON_TREES", tuple(name for name in registry.on_trees() if name != estimator))
+    with pytest.raises(ConfigError) as error:
+        config.check_runnable()
+    message = str(error.value)
+    assert f"credit.estimator={estimator!r} is not defined on tree groups" in message and "\n" not in message
+    assert message.startswith("env.branching.roots=2")
 
 
 def test_leaf_counts_and_paths_of_a_hand_made_tree():
