@@ -22,6 +22,7 @@ from milegpo_jax.config.schema import TrainConfig
 HASHED_WHEN_SET = {
     "sampling.prefix_sharing": False,
     "optim.trainable_layers": 0,
+    "sampling.eval_greedy": False,
 }
 
 # Dotted paths (or whole sections) that do not enter config_hash: changing them on resume is safe.
