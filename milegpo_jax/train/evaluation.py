@@ -5,7 +5,7 @@ and eval seed (``Trainer.evaluate``), so task i of one evaluation -- before and 
 two runs -- is the same game. Its outcomes are kept as one string per (split, eval seed, mode), one
 character per task in list order: ``1`` won, ``0`` lost, ``x`` aborted (its env server failed). A
 string is a scalar to the metrics logger, so it lands in ``metrics.jsonl`` beside the rates and is
-dropped and rewritten with them on resume (docs/training.md §4, "Evaluation").
+dropped and rewritten with them on resume (docs/training.md §7).
 """
 
 from __future__ import annotations
