@@ -24,6 +24,7 @@ HASHED_WHEN_SET = {
     "sampling.prefix_sharing": False,
     "optim.trainable_layers": 0,
     "env.branching": {"roots": 0, "branches": 1, "fork_at": "uniform"},  # tree rollouts off
+    "sampling.eval_greedy": False,
 }
 
 # Dotted paths (or whole sections) that do not enter config_hash: changing them on resume is safe.

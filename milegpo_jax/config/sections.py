@@ -220,6 +220,7 @@ class SamplingSection:
     max_new_tokens: int = 512
     max_prompt_tokens: int = 2048
     eval_temperature: float = 0.4  # validation rollouts (paper: T = 0.4)
+    eval_greedy: bool = False  # each evaluation also plays greedily (T = 0), logged as eval/greedy/*
     # prefill each group's shared first prompt and the batch's common prefix once (docs/training.md §10)
     prefix_sharing: bool = False
 

@@ -47,6 +47,7 @@ from milegpo_jax.rollout.collector import (
 from milegpo_jax.rollout.branching import TreeShape
 from milegpo_jax.rollout.policy import SamplerPolicy
 from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
+from milegpo_jax.train.evaluation import OUTCOMES_PREFIX, outcome_key, outcome_string
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
 from milegpo_jax.train.ppo import (
     UpdateStats,
@@ -85,6 +86,11 @@ def _seed(*parts: int) -> int:
     for part in parts:
         value = (value * 1_000_003 + int(part)) % 2**31
     return value
+
+
+def _eval_metrics(evaluation: dict[str, float | str]) -> dict[str, float | str]:
+    """An evaluation's logged names: the figures under ``eval/``, the outcome strings as they are."""
+    return {k if k.startswith(OUTCOMES_PREFIX) else f"eval/{k}": v for k, v in evaluation.items()}
 
 
 class Trainer:
@@ -222,32 +228,38 @@ class Trainer:
         spec = PartitionSpec(None, ("data", "fsdp")) if rows.shape[1] % shards == 0 else PartitionSpec()
         return jax.device_put(rows, NamedSharding(self.mesh, spec))
 
-    def evaluate(self, iteration: int) -> dict[str, float]:
+    def evaluate(self, iteration: int) -> dict[str, float | str]:
         """Every configured eval split, one rollout per task at T = eval_temperature, averaged over the
         eval seeds: success rate, the env's score (WebShop's attribute-match score), the share of
         well-formed responses and, where the env reports task types (ALFWorld), the success rate of
         each type. A count of 0 means every task of the split, played in passes of at most the pool's
-        size."""
-        results = {}
-        for split, count in dict(self.config.env.eval_tasks_per_split).items():
-            tasks = list(range(count or self.pool.num_tasks(split)))
-            per_seed = []
-            for eval_seed in self.config.env.eval_seeds:
-                # one-rollout groups, so the hosts can split the tasks whatever their count
-                per_pass = self.pool.num_envs * jax.process_count()
-                batch = merge_passes([
-                    self.rollout(GroupPlan(split, tuple(chunk), tuple([eval_seed] * len(chunk)), 1),
-                                 self.config.sampling.eval_temperature, _seed(eval_seed, 7) + start)
-                    for start in range(0, len(tasks), per_pass)
-                    for chunk in [tasks[start : start + per_pass]]
-                ])
-                metrics = batch.metrics()
-                figures = {"success_rate": metrics["success_rate"], "score": metrics["score"],
-                           "well_formed_rate": 1.0 - metrics["invalid_action_rate"]}
-                figures.update({f"success_rate/{t}": v for t, v in batch.success_by_task_type().items()})
-                per_seed.append(figures)
-            for key in sorted({key for figures in per_seed for key in figures}):
-                results[f"{split}/{key}"] = float(np.mean([f[key] for f in per_seed if key in f]))
+        size. ``sampling.eval_greedy`` plays the same tasks again at T = 0 (``greedy/<split>/...``).
+        Each task's outcome, in the fixed task order, is returned as a string under ``outcomes/...``
+        (``milegpo_jax.train.evaluation``), so evaluations pair task by task."""
+        results: dict[str, float | str] = {}
+        modes = [(False, self.config.sampling.eval_temperature)] + ([(True, 0.0)] if self.config.sampling.eval_greedy else [])
+        for greedy, temperature in modes:
+            for split, count in dict(self.config.env.eval_tasks_per_split).items():
+                tasks = list(range(count or self.pool.num_tasks(split)))
+                per_seed = []
+                for eval_seed in self.config.env.eval_seeds:
+                    # one-rollout groups, so the hosts can split the tasks whatever their count
+                    per_pass = self.pool.num_envs * jax.process_count()
+                    batch = merge_passes([
+                        self.rollout(GroupPlan(split, tuple(chunk), tuple([eval_seed] * len(chunk)), 1),
+                                     temperature, _seed(eval_seed, 7) + start)
+                        for start in range(0, len(tasks), per_pass)
+                        for chunk in [tasks[start : start + per_pass]]
+                    ])
+                    metrics = batch.metrics()
+                    figures = {"success_rate": metrics["success_rate"], "score": metrics["score"],
+                               "well_formed_rate": 1.0 - metrics["invalid_action_rate"]}
+                    figures.update({f"success_rate/{t}": v for t, v in batch.success_by_task_type().items()})
+                    per_seed.append(figures)
+                    results[outcome_key(split, eval_seed, greedy)] = outcome_string(batch.episodes, len(tasks))
+                prefix = f"greedy/{split}" if greedy else split
+                for key in sorted({key for figures in per_seed for key in figures}):
+                    results[f"{prefix}/{key}"] = float(np.mean([f[key] for f in per_seed if key in f]))
         return results
 
     # ------------------------------------------------------------------ one iteration
@@ -358,7 +370,7 @@ class Trainer:
         try:
             if done == 0 and cfg.run.eval_before_training:
                 before = self.evaluate(0)
-                logger.log(0, {f"eval/{k}": v for k, v in before.items()})
+                logger.log(0, _eval_metrics(before))
                 summary["eval_before"] = before
             with ProgressBar(cfg.run.iterations, done, keys=PROGRESS_KEYS, description="RL", enabled=cfg.logging.progress_bar) as bar:
                 for iteration in range(done + 1, cfg.run.iterations + 1):
@@ -368,7 +380,7 @@ class Trainer:
                         start = time.perf_counter()
                         evaluation = self.evaluate(iteration)
                         metrics["time/eval_s"] = time.perf_counter() - start
-                        metrics.update({f"eval/{k}": v for k, v in evaluation.items()})
+                        metrics.update(_eval_metrics(evaluation))
                         eval_metric = evaluation.get(cfg.run.best_metric)
                         summary["eval_after"] = evaluation
                     bar.update(logger.log(iteration, metrics))

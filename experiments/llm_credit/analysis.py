@@ -1,0 +1,131 @@
+"""From the trainer's metrics to the study's records, and from the records to every table (pure).
+
+Held-out outcomes pair by (run seed, eval seed, task): the arms of a run seed start from one warm
+start and play one fixed task list, so a task's outcome under one arm is paired with its outcome
+under another, and with the warm start's (docs/results/llm-credit.md, "Analysis").
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from experiments.arena.stats import diagnostics_means, mean_std, paired_interval, wilson_interval
+from experiments.llm_credit.paired import mcnemar_exact, paired_bootstrap, success_auc
+from milegpo_jax.train.evaluation import OUTCOMES_PREFIX, parse_outcomes
+
+TIME_KEYS = ("time/generation_s", "time/advantage_s", "time/logprob_s", "time/update_s", "time/eval_s")
+_OUTCOME_KEY = re.compile(rf"^{OUTCOMES_PREFIX}(?P<list>.+)/seed(?P<seed>\d+)$")
+
+
+def evaluations(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every logged evaluation: its iteration, its figures (``eval/*``) and outcome strings."""
+    found = []
+    for record in sorted(metrics, key=lambda r: r["iteration"]):
+        outcomes = {k: v for k, v in record.items() if k.startswith(OUTCOMES_PREFIX)}
+        figures = {k: v for k, v in record.items() if k.startswith("eval/")}
+        if outcomes or figures:
+            found.append({"iteration": int(record["iteration"]), "figures": figures, "outcomes": outcomes})
+    return found
+
+
+def run_record(metrics: Sequence[Mapping[str, Any]], *, arm: str, seed: int) -> dict[str, Any]:
+    """What a finished run contributes: its training-success curve, evaluations, credit diagnostics
+    per iteration and the seconds its iterations took (summed, so a resumed run counts each once)."""
+    trained = sorted((r for r in metrics if "rollout/success_rate" in r), key=lambda r: r["iteration"])
+    return {
+        "arm": arm, "seed": seed,
+        "training_success": [float(r["rollout/success_rate"]) for r in trained],
+        "evaluations": evaluations(metrics),
+        "credit": [{k: v for k, v in r.items() if k.startswith("credit/")} for r in trained],
+        "time_s": round(sum(float(r.get(key) or 0.0) for r in metrics for key in TIME_KEYS), 1),
+    }
+
+
+def outcome_lists(evaluation: Mapping[str, Any]) -> dict[str, list[bool | None]]:
+    """``{"eval_id": [...], "greedy/eval_id": [...]}``: one list per task list and mode, the eval
+    seeds' outcomes one after the other (in eval-seed order)."""
+    lists: dict[str, list[tuple[int, list[bool | None]]]] = {}
+    for key, text in evaluation["outcomes"].items():
+        match = _OUTCOME_KEY.match(key)
+        if match:
+            lists.setdefault(match["list"], []).append((int(match["seed"]), parse_outcomes(text)))
+    return {name: [o for _, seq in sorted(parts) for o in seq] for name, parts in sorted(lists.items())}
+
+
+def _paired(first: Sequence[bool | None], second: Sequence[bool | None]) -> tuple[list[bool], list[bool]]:
+    if len(first) != len(second):
+        raise ValueError(f"outcome lists of {len(first)} and {len(second)} tasks cannot be paired")
+    kept = [(a, b) for a, b in zip(first, second) if a is not None and b is not None]  # aborted: no pair
+    return [a for a, _ in kept], [b for _, b in kept]
+
+
+def compare(first: Mapping[int, Sequence], second: Mapping[int, Sequence]) -> dict[str, Any] | None:
+    """Second minus first over the run seeds both have: McNemar and the paired bootstrap over every
+    (seed, task) pair, and the per-seed differences with their t interval (seeds as replicates)."""
+    seeds = sorted(set(first) & set(second))
+    if not seeds:
+        return None
+    a_all, b_all, per_seed = [], [], []
+    for seed in seeds:
+        a, b = _paired(first[seed], second[seed])
+        if a:
+            a_all += a
+            b_all += b
+            per_seed.append(sum(b) / len(b) - sum(a) / len(a))
+    if not a_all:
+        return None
+    return {"seeds": len(per_seed), "pairs": len(a_all), "mcnemar": mcnemar_exact(a_all, b_all),
+            "bootstrap": paired_bootstrap(a_all, b_all), "per_seed": per_seed, "seed_t": paired_interval(per_seed)}
+
+
+def _rate(lists: Mapping[int, Sequence]) -> dict[str, Any]:
+    played = [o for seq in lists.values() for o in seq if o is not None]
+    wins = sum(played)
+    low, high = wilson_interval(wins, len(played)) if played else (None, None)
+    return {"success": wins / len(played) if played else None, "ci95": [low, high], "tasks": len(played),
+            "per_seed": {s: (sum(o for o in seq if o) / max(1, sum(o is not None for o in seq))) for s, seq in lists.items()}}
+
+
+def summary(warm: Mapping[int, Mapping], runs: Mapping[tuple[str, int], Mapping], arms: Sequence[str],
+            references: Sequence[str]) -> dict[str, Any]:
+    """Every table of the results page, from the records alone."""
+    warm_lists = {seed: outcome_lists(rec["evaluation"]) for seed, rec in warm.items()}
+    last = {key: outcome_lists(rec["evaluations"][-1]) for key, rec in runs.items() if rec["evaluations"]}
+    names = sorted({name for lists in [*warm_lists.values(), *last.values()] for name in lists})
+
+    def by_seed(arm: str | None, name: str) -> dict[int, list]:
+        source = warm_lists if arm is None else {s: last[(a, s)] for a, s in last if a == arm}
+        return {seed: lists[name] for seed, lists in sorted(source.items()) if name in lists}
+
+    out: dict[str, Any] = {"arms": list(arms), "lists": names, "heldout": {}, "improvement": {}, "paired": {},
+                           "auc": {}, "auc_paired": {}, "diagnostics": {}, "cost": {}, "curves": {}}
+    out["heldout"]["warm start"] = {name: _rate(by_seed(None, name)) for name in names}
+    auc = {arm: {s: success_auc(r["training_success"]) for (a, s), r in runs.items() if a == arm and r["training_success"]} for arm in arms}
+    for arm in arms:
+        mine = {s: r for (a, s), r in runs.items() if a == arm}
+        if not mine:
+            continue
+        out["heldout"][arm] = {name: _rate(by_seed(arm, name)) for name in names}
+        out["improvement"][arm] = {name: compare(by_seed(None, name), by_seed(arm, name)) for name in names}
+        values = list(auc[arm].values())
+        out["auc"][arm] = dict(zip(("mean", "std"), mean_std(values))) | {"seeds": len(values)} if values else None
+        out["diagnostics"][arm] = diagnostics_means([c for r in mine.values() for c in r["credit"]])
+        peaks = [r["peak_rss_gb"] for r in mine.values() if r.get("peak_rss_gb") is not None]
+        out["cost"][arm] = {"time_s_mean": sum(r["time_s"] for r in mine.values()) / len(mine),
+                            "peak_rss_gb_max": max(peaks) if peaks else None, "runs": len(mine)}
+        curves = [r["training_success"] for r in mine.values()]
+        width = min(len(c) for c in curves)
+        out["curves"][arm] = [sum(c[i] for c in curves) / len(curves) for i in range(width)]
+    for reference in references:
+        if reference not in out["heldout"]:
+            continue
+        for arm in arms:
+            if arm == reference or arm not in out["heldout"]:
+                continue
+            label = f"{arm} - {reference}"
+            out["paired"][label] = {name: compare(by_seed(reference, name), by_seed(arm, name)) for name in names}
+            common = sorted(set(auc[arm]) & set(auc[reference]))
+            out["auc_paired"][label] = paired_interval([auc[arm][s] - auc[reference][s] for s in common]) | {"seeds": len(common)} if common else None
+    return out

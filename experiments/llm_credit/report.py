@@ -1,0 +1,52 @@
+"""The results page's tables as markdown, from ``analysis.summary`` (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _f(value: Any, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}f}"
+
+
+def _ci(entry: dict) -> str:
+    low, high = entry["ci95"]
+    return f"{_f(entry['success'])} [{_f(low)}, {_f(high)}]"
+
+
+def _comparison(entry: dict | None) -> str:
+    if entry is None:
+        return "—"
+    boot, mc, t = entry["bootstrap"], entry["mcnemar"], entry["seed_t"]
+    seeds = f"; seeds: {_f(t['mean'])} [{_f(t['low'])}, {_f(t['high'])}]" if t["low"] is not None else ""
+    return (f"{boot['difference']:+.3f} [{boot['low']:+.3f}, {boot['high']:+.3f}], "
+            f"McNemar {mc['b']}/{mc['c']} p={mc['p']:.3g}{seeds}")
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    lists = summary["lists"]
+    lines = ["## Held-out success at the last evaluation (pooled over seeds, Wilson 95 %)", "",
+             "| arm | " + " | ".join(lists) + " |", "|---|" + "---|" * len(lists)]
+    for arm, rates in summary["heldout"].items():
+        lines.append(f"| {arm} | " + " | ".join(_ci(rates[name]) if name in rates else "—" for name in lists) + " |")
+    for title, table in (("Improvement over the warm start (paired)", summary["improvement"]),
+                         ("Paired differences between arms", summary["paired"])):
+        lines += ["", f"## {title}", "",
+                  "Difference in success with its paired-bootstrap 95 % interval over (seed, task) pairs; McNemar's "
+                  "discordant counts (first only / second only) and exact p; the per-seed differences' t interval.", "",
+                  "| comparison | " + " | ".join(lists) + " |", "|---|" + "---|" * len(lists)]
+        for label, by_list in table.items():
+            lines.append(f"| {label} | " + " | ".join(_comparison(by_list.get(name)) for name in lists) + " |")
+    lines += ["", "## Training success and cost", "",
+              "| arm | AUC (mean ± s.d. over seeds) | zero-advantage share | pooled tie-correction rate | iteration time per run (s) | peak RSS (GB) |",
+              "|---|---|---|---|---|---|"]
+    for arm in summary["auc"]:
+        auc, diag, cost = summary["auc"][arm], summary["diagnostics"][arm], summary["cost"][arm]
+        auc_text = f"{_f(auc['mean'])} ± {_f(auc['std'])} ({auc['seeds']})" if auc else "—"
+        lines.append(f"| {arm} | {auc_text} | {_f(diag.get('zero_advantage_fraction'))} | "
+                     f"{_f(diag.get('pooled_tie_correction_rate'))} | {cost['time_s_mean']:.0f} | {_f(cost['peak_rss_gb_max'], 1)} |")
+    if summary["auc_paired"]:
+        lines += ["", "| AUC difference | mean [95 % t interval over seeds] |", "|---|---|"]
+        for label, entry in summary["auc_paired"].items():
+            lines.append(f"| {label} | " + ("—" if entry is None else f"{entry['mean']:+.3f} [{_f(entry['low'])}, {_f(entry['high'])}] ({entry['seeds']} seeds)") + " |")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,90 @@
+"""``python -m experiments.llm_credit summarize`` on small fabricated records whose tables can be
+worked out by hand; a record that is not what the study writes is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from experiments.llm_credit import records
+from experiments.llm_credit.summarize import main
+
+# seed -> outcome strings on the 4 held-out tasks of eval_id
+WARM = {0: "0000", 1: "1000"}
+RUNS = {("grpo", 0): "1000", ("grpo", 1): "1000", ("milegpo", 0): "1110", ("milegpo", 1): "1101"}
+CURVES = {"grpo": [0.0, 0.5], "milegpo": [0.5, 1.0]}
+
+
+def _evaluation(iteration: int, outcomes: str) -> dict:
+    return {"iteration": iteration, "figures": {"eval/eval_id/success_rate": outcomes.count("1") / 4},
+            "outcomes": {"outcomes/eval_id/seed123": outcomes}}
+
+
+def _fabricate(results: Path) -> None:
+    for seed, outcomes in WARM.items():
+        records.write_json(records.warm_path(results, seed),
+                           {"seed": seed, "evaluation": _evaluation(0, outcomes), "warm_start_sha256": "ab"})
+    for (arm, seed), outcomes in RUNS.items():
+        directory = records.run_dir(results, arm, seed)
+        directory.mkdir(parents=True)
+        (directory / "metrics.jsonl").write_text("")
+        credit = [{"credit/zero_advantage_fraction": 0.5 if arm == "grpo" else 0.25,
+                   "credit/tie_correction_rate": 0.5, "credit/opposite_outcome_tied_pairs": 2 + seed}]
+        records.write_json(directory / "record.json", {
+            "arm": arm, "seed": seed, "training_success": CURVES[arm], "evaluations": [_evaluation(2, outcomes)],
+            "credit": credit, "time_s": 100.0 + seed, "peak_rss_gb": 9.0 + seed})
+
+
+def test_tables_from_fabricated_records(tmp_path):
+    results = tmp_path / "results"
+    _fabricate(results)
+    assert main([str(results)]) == 0
+    summary = json.loads((results / "summary.json").read_text())
+    held = summary["heldout"]
+    assert held["warm start"]["eval_id"]["success"] == 1 / 8  # 1 win in 2 x 4 tasks
+    assert held["grpo"]["eval_id"]["success"] == 2 / 8
+    assert held["milegpo"]["eval_id"]["success"] == 6 / 8
+    # milegpo - grpo, paired by (seed, task): seed 0 1110 vs 1000, seed 1 1101 vs 1000 -> only milegpo won 4
+    pair = summary["paired"]["milegpo - grpo"]["eval_id"]
+    assert (pair["mcnemar"]["b"], pair["mcnemar"]["c"]) == (0, 4)
+    assert pair["mcnemar"]["p"] == pytest.approx(2 / 16)
+    assert pair["bootstrap"]["difference"] == pytest.approx(0.5) and pair["per_seed"] == [0.5, 0.5]
+    # improvement over the warm start: grpo seed 0 +1 task, seed 1 none
+    gain = summary["improvement"]["grpo"]["eval_id"]
+    assert (gain["mcnemar"]["b"], gain["mcnemar"]["c"]) == (0, 1) and gain["per_seed"] == [0.25, 0.0]
+    assert summary["auc"]["grpo"]["mean"] == 0.25 and summary["auc"]["milegpo"]["mean"] == 0.75
+    assert summary["auc_paired"]["milegpo - grpo"]["mean"] == 0.5
+    assert summary["diagnostics"]["milegpo"]["zero_advantage_fraction"] == 0.25
+    assert summary["cost"]["grpo"] == {"time_s_mean": 100.5, "peak_rss_gb_max": 10.0, "runs": 2}
+    assert "gigpo" not in summary["heldout"] and summary["paired"].keys() == {"milegpo - grpo"}
+    text = (results / "summary.md").read_text()
+    assert "| milegpo - grpo | +0.500" in text and (results / "curves.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("damage", ["not json", "no arm", "bad outcomes"])
+def test_a_bad_record_writes_nothing(tmp_path, capsys, damage):
+    results = tmp_path / "results"
+    _fabricate(results)
+    path = records.run_dir(results, "milegpo", 1) / "record.json"
+    record = json.loads(path.read_text())
+    if damage == "not json":
+        path.write_text("{")
+    elif damage == "no arm":
+        del record["arm"]
+        path.write_text(json.dumps(record))
+    else:
+        record["evaluations"][0]["outcomes"]["outcomes/eval_id/seed123"] = "11y0"
+        path.write_text(json.dumps(record))
+    assert main([str(results)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and str(path) in err[0]
+    assert not any((results / name).exists() for name in ("summary.md", "summary.json", "curves.png"))
+
+
+def test_not_a_directory_or_empty(tmp_path, capsys):
+    assert main([str(tmp_path / "missing")]) == 2
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty")]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 2
