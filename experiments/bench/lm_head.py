@@ -93,12 +93,40 @@ def _refuse(message: str):
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = _parse(argv)
-    if args.checkpoint is None:  # --smoke alone: a tiny random policy
+    return with_smoke_policy(_parse(argv), run)
+
+
+def with_smoke_policy(args, run):
+    """``run(args)``; with ``--smoke`` and no checkpoint, on a tiny random policy in a scratch folder."""
+    if args.checkpoint is None:
         with tempfile.TemporaryDirectory() as scratch:
             args.checkpoint = str(write_smoke_checkpoint(Path(scratch)))
             return run(args)
     return run(args)
+
+
+def load_policy(args):
+    """(config, runtime options, model, tokenizer) of the recipe ``args.config`` on ``args.checkpoint``."""
+    from milegpo_jax.models import load_pretrained
+    from milegpo_jax.models.runtime import RuntimeOptions
+    from milegpo_jax.models.tokenizer import load_tokenizer
+
+    config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups, group_size=args.group_size,
+                           smoke=args.smoke)
+    runtime = RuntimeOptions.from_config(config)
+    model, _ = load_pretrained(args.checkpoint, runtime=runtime)
+    return config, runtime, model, load_tokenizer(Path(args.checkpoint))
+
+
+def rollout_rows(config, model, tokenizer, seed: int):
+    """The PPO rows of one real rollout: seeded normal advantages (the update's cost does not depend on
+    them), the behaviour log-probs as the reference's (the recipes' ``kl_coef`` is 0)."""
+    from milegpo_jax.train.ppo import ppo_rows
+
+    responses = rollout_responses(config, model, tokenizer)
+    advantages = np.random.default_rng(seed).standard_normal(len(responses)).tolist()
+    rows = ppo_rows(responses, advantages)
+    return type(rows)(rows.tokens, {**rows.fields, "ref_logprobs": rows.fields["old_logprobs"]})
 
 
 def run(args) -> dict:
@@ -106,22 +134,12 @@ def run(args) -> dict:
     import jax.numpy as jnp
     from flax import nnx
 
-    from milegpo_jax.models import load_pretrained
-    from milegpo_jax.models.runtime import RuntimeOptions
-    from milegpo_jax.models.tokenizer import load_tokenizer
     from milegpo_jax.train.packing import Head
-    from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
+    from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, sequence_capacity
     from milegpo_jax.train.step import PPOLoss, build_train_step, jit_train_step
 
-    config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups, group_size=args.group_size,
-                           smoke=args.smoke)
-    runtime = RuntimeOptions.from_config(config)
-    model, _ = load_pretrained(args.checkpoint, runtime=runtime)
-    tokenizer = load_tokenizer(Path(args.checkpoint))
-    responses = rollout_responses(config, model, tokenizer)
-    advantages = np.random.default_rng(args.seed).standard_normal(len(responses)).tolist()
-    rows = ppo_rows(responses, advantages)
-    rows = type(rows)(rows.tokens, {**rows.fields, "ref_logprobs": rows.fields["old_logprobs"]})  # kl_coef 0
+    config, runtime, model, tokenizer = load_policy(args)
+    rows = rollout_rows(config, model, tokenizer, args.seed)
     capacity = sequence_capacity(rows)
     graphdef, start_params = nnx.split(model)
     step = build_train_step(config, graphdef, runtime)

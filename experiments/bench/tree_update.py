@@ -31,14 +31,13 @@ import argparse
 import json
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
-from experiments.bench.lm_head import RECIPE, rollout_responses
-from experiments.bench.sampler_rollout import SMOKE_RECIPE, checkpoint_problem, recipe_config, write_smoke_checkpoint
+from experiments.bench.lm_head import RECIPE, load_policy, rollout_rows, with_smoke_policy
+from experiments.bench.sampler_rollout import SMOKE_RECIPE, checkpoint_problem
 
 DEPTHS = (1, 2, 3, 4, 8)
 
@@ -112,12 +111,7 @@ def positions_by_depth(rows, capacity: int, minibatch_rows: int, seed: int) -> d
 
 
 def main(argv: list[str] | None = None) -> dict:
-    args = _parse(argv)
-    if args.checkpoint is None:  # --smoke alone: a tiny random policy
-        with tempfile.TemporaryDirectory() as scratch:
-            args.checkpoint = str(write_smoke_checkpoint(Path(scratch)))
-            return run(args)
-    return run(args)
+    return with_smoke_policy(_parse(argv), run)
 
 
 def run(args) -> dict:
@@ -125,24 +119,11 @@ def run(args) -> dict:
     import jax.numpy as jnp
     from flax import nnx
 
-    from milegpo_jax.models import load_pretrained
-    from milegpo_jax.models.runtime import RuntimeOptions
-    from milegpo_jax.models.tokenizer import load_tokenizer
-    from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
+    from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, sequence_capacity
     from milegpo_jax.train.step import build_train_step, jit_train_step, update_sharing
 
-    config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups, group_size=args.group_size,
-                           smoke=args.smoke)
-    runtime = RuntimeOptions.from_config(config)
-    model, _ = load_pretrained(args.checkpoint, runtime=runtime)
-    tokenizer = load_tokenizer(Path(args.checkpoint))
-    if args.rows:
-        rows = load_rows(args.rows)
-    else:
-        responses = rollout_responses(config, model, tokenizer)
-        advantages = np.random.default_rng(args.seed).standard_normal(len(responses)).tolist()
-        rows = ppo_rows(responses, advantages)
-        rows = type(rows)(rows.tokens, {**rows.fields, "ref_logprobs": rows.fields["old_logprobs"]})  # kl_coef 0
+    config, runtime, model, tokenizer = load_policy(args)
+    rows = load_rows(args.rows) if args.rows else rollout_rows(config, model, tokenizer, args.seed)
     if args.save_rows:
         save_rows(rows, args.save_rows)
     capacity = sequence_capacity(rows)
