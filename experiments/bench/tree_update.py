@@ -20,6 +20,8 @@ Ends with one JSON line ``{"bench": "tree_update", "speedup": ..., "speedup_pref
 "alone_s": ..., "shared_s": ..., "prefix_s": ..., "positions_alone": ..., "position_cut": ...,
 "position_cut_prefix_order": ..., "padded_*": ..., "positions_by_depth": {...}, "max_metric_gap": ...,
 "max_param_gap": ..., ...}``.
+``--peak-memory LAYOUT`` runs one epoch of one layout alone and reports the process's peak resident
+memory instead (``{"bench": "tree_update", "layout": ..., "peak_rss_gb": ...}``).
 Run: ``python -m experiments.bench.tree_update --checkpoint DIR [--rounds 2] [--groups 4 --group-size 8]``
 (``DIR``: the converted SmolLM2 checkpoint, docs/results/real-llm.md). ``--smoke``: the same in
 miniature (the demo's recipe, one round; without ``--checkpoint`` on a tiny random policy).
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import statistics
 import sys
 import time
@@ -53,6 +56,8 @@ def _parse(argv):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--rows", help="read the update's rows from this .npz (written by --save-rows) instead of playing")
     parser.add_argument("--save-rows", help="write the rollout's rows to this .npz")
+    parser.add_argument("--peak-memory", choices=("alone", "shared", "prefix"),
+                        help="run one epoch of this layout only and report the process's peak resident memory")
     parser.add_argument("--smoke", action="store_true", help="a miniature run, to check the code path")
     if parser.parse_known_args(argv)[0].smoke:
         parser.set_defaults(config=SMOKE_RECIPE, groups=1, group_size=2, rounds=1)
@@ -147,6 +152,12 @@ def run(args) -> dict:
         )
         return jax.block_until_ready(params), history, stats
 
+    if args.peak_memory:  # one layout alone in this process: its peak resident memory
+        update(*layouts[args.peak_memory])
+        figures = {"bench": "tree_update", "layout": args.peak_memory, "rows": len(rows),
+                   "peak_rss_gb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 3)}
+        print(json.dumps(figures))
+        return figures
     times = {name: [] for name in layouts}
     results = {}
     names = list(layouts)
