@@ -62,7 +62,7 @@ def test_a_checkpoint_without_tokenizer_files(bench, checkpoint, tmp_path, capsy
 
 def test_tree_update(checkpoint, capsys, tmp_path):
     """The tree-packed update against the rows alone, on a rollout whose two rows share their prompt; the
-    rows written with --save-rows and read back with --rows give the same positions."""
+    rows written with --save-rows read back with --rows, for one layout's peak memory."""
     from experiments.bench import tree_update
 
     saved = tmp_path / "rows.npz"
@@ -73,6 +73,7 @@ def test_tree_update(checkpoint, capsys, tmp_path):
     assert figures["positions_shared"] < figures["positions_alone"]  # the group's first prompt is computed once
     assert figures["positions_by_depth"]["0"] == figures["positions_alone"]
     assert 0 <= figures["max_metric_gap"] < 1e-4 and 0 <= figures["max_param_gap"] < 1e-4  # the same update
-    again, _ = run_bench(tree_update.main, ["--smoke", "--checkpoint", str(checkpoint), "--rows", str(saved)], capsys)
-    assert again["positions_by_depth"] == figures["positions_by_depth"]
+    again, _ = run_bench(tree_update.main, ["--smoke", "--checkpoint", str(checkpoint), "--rows", str(saved),
+                                            "--peak-memory", "shared"], capsys)
+    assert again["rows"] == figures["rows"] and again["layout"] == "shared" and positive(again["peak_rss_gb"])
     assert "--rows nowhere.npz: no such file" in refused(tree_update.main, ["--smoke", "--rows", "nowhere.npz"], capsys)
