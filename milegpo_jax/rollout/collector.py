@@ -275,6 +275,71 @@ def play_turn(
     return responses, actions, valids, pool.step(actions, env_indices=indices)
 
 
+@dataclasses.dataclass
+class Lanes:
+    """The lockstep loop's per-env lists, list[i] for env i (rollout ``i % group_size`` of group
+    ``i // group_size``), and the steps recorded so far; ``play_and_record`` updates them in place."""
+
+    group_size: int
+    current: list  # each env's last StepResult (None before it starts)
+    history: list[list[HistoryEntry]]
+    steps: list[int]
+    won: list[bool]
+    score: list[float]
+    aborted: list[bool]
+    active: list[bool]
+    recorder: StepRecorder = dataclasses.field(default_factory=StepRecorder)  # interns state keys and actions
+    responses: list[PolicyResponse] = dataclasses.field(default_factory=list)  # one per recorded step
+
+    def play_and_record(
+        self,
+        pool: EnvPool,
+        policy: Policy,
+        turn: int,
+        *,
+        env: str,
+        history_length: int,
+        temperature: float,
+        seed: int,
+        reward_scale: float,
+        on_turn: Callable[[int, int], None] | None,
+        step_cap: int | None,
+    ) -> bool:
+        """Plays turn ``turn`` of the active envs and books it; False, playing nothing, when none is active.
+
+        An aborted reply marks its env aborted and inactive and records nothing; any other records the
+        step, keeps its response, extends the history and moves the env on. The env goes inactive when
+        its episode is done or, with a ``step_cap``, once it has taken ``step_cap`` steps.
+        """
+        indices = [i for i, is_active in enumerate(self.active) if is_active]
+        if not indices:
+            return False
+        if on_turn is not None:
+            on_turn(turn, len(indices))
+        current, history, steps, size = self.current, self.history, self.steps, self.group_size
+        responses, actions, valids, replies = play_turn(
+            pool, policy, indices, current, history, env=env, history_length=history_length,
+            temperature=temperature, seed=(seed + turn) % 2**31,
+        )
+        for i, response, action, valid, reply in zip(indices, responses, actions, valids, replies):
+            if reply.aborted:
+                self.aborted[i], self.active[i] = True, False
+                continue
+            result = reply.result
+            self.recorder.record(
+                i // size, i % size, steps[i], current[i].state_key, action, result.state_key,
+                result.reward * reward_scale, valid, milestone_flag(result.info),
+            )
+            self.responses.append(response)
+            history[i].append(HistoryEntry(current[i].observation, action))
+            current[i] = result
+            steps[i] += 1
+            self.won[i], self.score[i] = result.won, result.score
+            if result.done or (step_cap is not None and steps[i] >= step_cap):
+                self.active[i] = False
+        return True
+
+
 def collect(
     pool: EnvPool,
     policy: Policy,
@@ -304,40 +369,16 @@ def collect(
     task_types = [None if reply.aborted else reply.result.info.get("task_type") for reply in replies]
     aborted = [reply.aborted for reply in replies]
     active = [not reply.aborted for reply in replies]
-    history: list[list[HistoryEntry]] = [[] for _ in replies]
-    won = [False] * len(replies)
-    score = [0.0] * len(replies)
-    steps = [0] * len(replies)
-    responses_of_steps: list[PolicyResponse] = []
-    recorder = StepRecorder()  # interns each step's state keys and action as it is recorded
-    for turn in range(max_steps):
-        indices = [i for i, is_active in enumerate(active) if is_active]
-        if not indices:
+    n = len(replies)
+    lanes = Lanes(size, current, [[] for _ in replies], [0] * n, [False] * n, [0.0] * n, aborted, active)
+    for turn in range(max_steps):  # the turn loop is the step cap: every episode started at turn 0
+        if not lanes.play_and_record(
+            pool, policy, turn, env=env, history_length=history_length, temperature=temperature, seed=seed,
+            reward_scale=reward_scale, on_turn=on_turn, step_cap=None,
+        ):
             break
-        if on_turn is not None:
-            on_turn(turn, len(indices))
-        responses, actions, valids, step_replies = play_turn(
-            pool, policy, indices, current, history, env=env, history_length=history_length,
-            temperature=temperature, seed=(seed + turn) % 2**31,
-        )
-        for i, response, action, valid, reply in zip(indices, responses, actions, valids, step_replies):
-            if reply.aborted:
-                aborted[i], active[i] = True, False
-                continue
-            result = reply.result
-            recorder.record(
-                i // size, i % size, steps[i], current[i].state_key, action, result.state_key,
-                result.reward * reward_scale, valid, milestone_flag(result.info),
-            )
-            responses_of_steps.append(response)
-            history[i].append(HistoryEntry(current[i].observation, action))
-            current[i] = result
-            steps[i] += 1
-            won[i], score[i] = result.won, result.score
-            if result.done:
-                active[i] = False
     episodes = tuple(
-        EpisodeSummary(i // size, i % size, won[i], steps[i], aborted[i], score[i], task_types[i])
-        for i in range(len(replies))
+        EpisodeSummary(i // size, i % size, lanes.won[i], lanes.steps[i], aborted[i], lanes.score[i], task_types[i])
+        for i in range(n)
     )
-    return RolloutBatch(recorder.finish(), tuple(responses_of_steps), episodes)
+    return RolloutBatch(lanes.recorder.finish(), tuple(lanes.responses), episodes)

@@ -15,9 +15,8 @@ from collections.abc import Callable
 
 from envs_bridge.client import EnvPool, EnvReply
 from envs_bridge.groups import GroupPlan
-from milegpo_jax.credit.columns import StepRecorder
 from milegpo_jax.rollout.branching import GroupTree, TreeShape
-from milegpo_jax.rollout.collector import EpisodeSummary, Policy, PolicyResponse, RolloutBatch, milestone_flag, play_turn
+from milegpo_jax.rollout.collector import EpisodeSummary, Lanes, Policy, RolloutBatch
 from milegpo_jax.rollout.prompts import HistoryEntry
 
 
@@ -67,8 +66,7 @@ def collect_tree(
             take(pool.reset(plan.split, [plan.task_ids[g] for g in groups], [plan.seeds[g] for g in groups], indices))
 
     start_roots({group: list(range(shape.roots)) for group in range(plan.num_groups)})
-    responses_of_steps: list[PolicyResponse] = []
-    recorder = StepRecorder()
+    lanes = Lanes(size, current, history, steps, won, score, aborted, active)  # the same lists, shared
     turn = 0
     while True:
         start_roots({
@@ -91,34 +89,16 @@ def collect_tree(
                 steps[target], history[target] = steps[source], list(history[source])
                 task_types[target], score[target] = task_types[source], score[source]
             take(pool.fork(sources, targets))
-        indices = [i for i in range(envs) if active[i]]
-        if not indices:
+        # A fork carries its parent's step count, so each leaf is capped at max_steps of its own.
+        if not lanes.play_and_record(
+            pool, policy, turn, env=env, history_length=history_length, temperature=temperature, seed=seed,
+            reward_scale=reward_scale, on_turn=on_turn, step_cap=max_steps,
+        ):
             break
-        if on_turn is not None:
-            on_turn(turn, len(indices))
-        responses, actions, valids, replies = play_turn(
-            pool, policy, indices, current, history, env=env, history_length=history_length,
-            temperature=temperature, seed=(seed + turn) % 2**31,
-        )
-        for i, response, action, valid, reply in zip(indices, responses, actions, valids, replies):
-            if reply.aborted:
-                aborted[i], active[i] = True, False
-                continue
-            result = reply.result
-            recorder.record(
-                i // size, i % size, steps[i], current[i].state_key, action, result.state_key,
-                result.reward * reward_scale, valid, milestone_flag(result.info),
-            )
-            responses_of_steps.append(response)
-            history[i].append(HistoryEntry(current[i].observation, action))
-            current[i] = result
-            steps[i] += 1
-            won[i], score[i] = result.won, result.score
-            active[i] = not result.done and steps[i] < max_steps
         turn += 1
     episodes = tuple(
         EpisodeSummary(i // size, i % size, won[i], steps[i], aborted[i], score[i], task_types[i], parent[i], fork_step[i])
         for i in range(envs)
         if started[i]
     )
-    return RolloutBatch(recorder.finish(), tuple(responses_of_steps), episodes)
+    return RolloutBatch(lanes.recorder.finish(), tuple(lanes.responses), episodes)
