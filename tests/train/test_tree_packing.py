@@ -135,7 +135,7 @@ def test_prefix_row_order_keeps_groups_together_and_micro_batches_hold_no_more_p
 # --- exactness against the rows alone
 
 
-@pytest.mark.parametrize(("seed", "impl", "capacity"), [(0, "xla", 64), (1, "blocks", 64), (2, "xla", 128)])
+@pytest.mark.parametrize(("seed", "impl", "capacity"), [(0, "xla", 64), (1, "blocks", 64)])
 def test_ppo_update_equals_the_rows_alone(seed, impl, capacity):
     rows = tree_rows(seed, groups=2 + seed % 2)
     model = init_model(CONFIG, RuntimeOptions(attention_impl=impl, attention_block=16), seed=seed)
@@ -146,8 +146,9 @@ def test_ppo_update_equals_the_rows_alone(seed, impl, capacity):
 
 
 def test_one_row_per_tree_and_rows_of_unequal_length_scanned_and_rematerialised():
-    rows = tree_rows(4, groups=4, group_size=1, header=2)  # a header too short to share: single-row trees
-    rows = Rows(rows.tokens + tree_rows(5).tokens, {k: v + tree_rows(5).fields[k] for k, v in rows.fields.items()})
+    rows = tree_rows(4, groups=3, group_size=1, header=2)  # a header too short to share: single-row trees
+    more = tree_rows(5, groups=2, group_size=3)
+    rows = Rows(rows.tokens + more.tokens, {k: v + more.fields[k] for k, v in rows.fields.items()})
     runtime = RuntimeOptions(scan_layers=True, remat="full", attention_impl="blocks", attention_block=16)
     model = init_model(CONFIG, runtime, seed=4)
     assert_same_update(loss_and_grads(model, packed_batch(rows, 64, NO_SHARING)[1]),
@@ -155,7 +156,7 @@ def test_one_row_per_tree_and_rows_of_unequal_length_scanned_and_rematerialised(
 
 
 def test_sft_update_equals_the_rows_alone():
-    rows = tree_rows(6)
+    rows = tree_rows(6, groups=2, group_size=3)
     examples = [SFTExample(tuple(int(x) for x in ids[: int(np.argmax(m > 0)) + 1]), tuple(int(x) for x in ids[int(np.argmax(m > 0)) + 1 :]))
                 for ids, m in zip(rows.tokens, rows.fields["response_mask"])]
     sft = sft_rows(examples)
