@@ -114,22 +114,25 @@ def train_step_program(config, graphdef, runtime):
     return build_train_step(config, graphdef, runtime), shape
 
 
-def tree_shape(shape, factor: float, form: str):
+def tree_shape(shape, factor: float, form: str, quantum: int = 1):
     """The same mini-batch's rows tree-packed (docs/training.md §3.1) when their prompts share
-    ``factor``-fold: sequences ``Sharing.span`` times as long, ``factor`` times fewer positions in all,
-    the same response positions in the LM head; on a fused kernel each sequence expands to ``factor``
-    times its positions; a micro-batch holds as many sequences as keep its positions and attention
-    slots within the rows-alone one's (``packing.sequences_per_micro``). Returns (micro-batches,
-    sequences, positions, LM-head positions, tree levels, expanded slots)."""
+    ``factor``-fold: ``factor`` times fewer positions in all, the same response positions in the LM
+    head; on a fused kernel the sequences keep the rows' length (``train.step.update_sharing``) and each
+    expands to ``factor`` times its positions, elsewhere they are ``Sharing.span`` times as long; a
+    micro-batch holds as many sequences as keep its positions and attention slots within the rows-alone
+    one's (``packing.sequences_per_micro``, a multiple of ``quantum``, the batch shards). Returns
+    (micro-batches, sequences, positions, LM-head positions, tree levels, expanded slots)."""
     from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS
     from milegpo_jax.train.packing import Sharing, sequences_per_micro
     from milegpo_jax.train.prefix_tree import MAX_DEPTH
 
     micro, rows, base, head = shape
-    length = Sharing().capacity(base)
+    kernel = form in KERNEL_PLATFORMS
+    length = base if kernel else Sharing().capacity(base)
     sequences = max(1, math.ceil(micro * rows * base / (factor * length)))
-    expanded = KERNEL_BLOCK * math.ceil(factor * length / KERNEL_BLOCK) if form in KERNEL_PLATFORMS else 0
-    per_micro = min(sequences_per_micro(rows, base, max(length, expanded)), sequences)
+    expanded = KERNEL_BLOCK * math.ceil(factor * length / KERNEL_BLOCK) if kernel else 0
+    per_micro = sequences_per_micro(rows, base, max(length, expanded), quantum)
+    per_micro = min(per_micro, -(-sequences // quantum) * quantum)
     head = min(length, KERNEL_BLOCK * math.ceil(head * factor * length / base / KERNEL_BLOCK))
     return math.ceil(sequences / per_micro), per_micro, length, head, MAX_DEPTH, expanded
 
@@ -158,7 +161,7 @@ def train_program(config, model_cfg, mesh, hbm: int, runtime, generation: str = 
     step, shape = train_step_program(config, graphdef, runtime)
     form = choose_attention(model_cfg.attention_impl, "tpu", shape[2], model_cfg.attention_block)
     if shared_factor:
-        shape = tree_shape(shape, shared_factor, form)
+        shape = tree_shape(shape, shared_factor, form, mesh.shape["data"] * mesh.shape["fsdp"])
     micro, rows, length, head, *tree = shape
     jitted, (params, opt_state, batch) = jitted_with_arguments(step, params, param_shardings, sharding, shape)
     what = f"{micro} micro-batches x {rows} sequences x {length} tokens ({head} in the LM head)"

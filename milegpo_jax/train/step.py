@@ -93,9 +93,15 @@ def update_sharing(model, capacity: int, enabled: bool = True) -> Sharing:
     if not enabled:
         return NO_SHARING
     runtime = model.runtime
-    tree = Sharing()
-    form = choose_attention(runtime.attention_impl, model.platform(), tree.capacity(capacity), runtime.attention_block)
-    return dataclasses.replace(tree, expand_block=KERNEL_BLOCK if form in KERNEL_PLATFORMS else 0)
+    def kernel_at(length: int) -> bool:
+        return choose_attention(runtime.attention_impl, model.platform(), length, runtime.attention_block) in KERNEL_PLATFORMS
+
+    if kernel_at(Sharing().capacity(capacity)):
+        # A kernel attends causally over a whole expanded sequence, block pairs across its segments
+        # included: sequences of the rows' own capacity keep that work and memory at the rows-alone
+        # packing's (docs/training.md §3.1).
+        return Sharing(span=1, expand_block=KERNEL_BLOCK if kernel_at(capacity) else 0)
+    return Sharing()
 
 
 @dataclasses.dataclass(frozen=True)
