@@ -211,12 +211,16 @@ class EnvPool:
                     except _ServerFailure as again:
                         raise PoolError(f"reset failed on server {server.index} twice, last: {again}") from again
                 for slot, result in zip(slots, self._parse_results(outcome, len(slots))):
-                    self._state[slot] = _EpisodeState.DONE if result.done else _EpisodeState.RUNNING
-                    self._abort_reason[slot] = ""
-                    replies[slot] = EnvReply(slot, EpisodeStatus.OK, result)
+                    replies[slot] = self._settled(slot, result)
             self._metrics["resets"] += len(replies)
             raise_first(rejected)
             return [replies[slot] for slot in indices]
+
+    def _settled(self, slot: int, result) -> EnvReply:
+        """The reply of a slot whose reset or fork succeeded: running (or done), no abort reason."""
+        self._state[slot] = _EpisodeState.DONE if result.done else _EpisodeState.RUNNING
+        self._abort_reason[slot] = ""
+        return EnvReply(slot, EpisodeStatus.OK, result)
 
     def reset_groups(self, plan: GroupPlan) -> list[EnvReply]:
         """Resets envs 0..G*K-1 so that every env of group g plays (split, task_ids[g], seeds[g])."""
@@ -311,9 +315,7 @@ class EnvPool:
                     raise PoolError(f"malformed fork answer from server {server.index}")
                 self._move(slots, server, new_ids)
                 for slot, result in zip(slots, results):
-                    self._state[slot] = _EpisodeState.DONE if result.done else _EpisodeState.RUNNING
-                    self._abort_reason[slot] = ""
-                    replies[slot] = EnvReply(slot, EpisodeStatus.OK, result)
+                    replies[slot] = self._settled(slot, result)
                 self._metrics["forks"] += len(slots)
             raise_first(rejected)
             return [replies[slot] for slot in targets]

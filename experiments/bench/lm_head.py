@@ -61,15 +61,20 @@ def rollout_responses(config, model, tokenizer) -> list:
     return policy.responses
 
 
-def _parse(argv):
-    parser = argparse.ArgumentParser(prog="python -m experiments.bench.lm_head", description=__doc__.split("\n\n")[0])
+def recipe_arguments(parser: argparse.ArgumentParser, groups: int, group_size: int) -> None:
+    """The flags of a benchmark that plays a recipe's rollout on a checkpoint and times rounds."""
     parser.add_argument("--checkpoint", default=None, help="a converted checkpoint directory (config.json, weights, "
                         "tokenizer files); required unless --smoke")
     parser.add_argument("--config", default=RECIPE, help="the recipe (default: experiments/configs/smollm2_twx.py)")
-    parser.add_argument("--groups", type=int, default=2, help="task groups of the rollout")
-    parser.add_argument("--group-size", type=int, default=4, help="rollouts per group")
+    parser.add_argument("--groups", type=int, default=groups, help="task groups of the rollout")
+    parser.add_argument("--group-size", type=int, default=group_size, help="rollouts per group")
     parser.add_argument("--rounds", type=int, default=2, help="timed rounds after the compiling one")
     parser.add_argument("--seed", type=int, default=0)
+
+
+def _parse(argv):
+    parser = argparse.ArgumentParser(prog="python -m experiments.bench.lm_head", description=__doc__.split("\n\n")[0])
+    recipe_arguments(parser, groups=2, group_size=4)
     parser.add_argument("--smoke", action="store_true", help="a miniature run, to check the code path")
     if parser.parse_known_args(argv)[0].smoke:
         parser.set_defaults(config=SMOKE_RECIPE, groups=1, group_size=2, rounds=1)
@@ -116,6 +121,18 @@ def load_policy(args):
     runtime = RuntimeOptions.from_config(config)
     model, _ = load_pretrained(args.checkpoint, runtime=runtime)
     return config, runtime, model, load_tokenizer(Path(args.checkpoint))
+
+
+def update_gaps(history_a, history_b, params_a, params_b) -> tuple[float, float]:
+    """How far two epochs' updates are apart: the largest relative gap of any mini-batch's metric, and
+    the largest absolute gap of any parameter after the epoch."""
+    import jax
+    import jax.numpy as jnp
+
+    metric = max(abs(a[k] - b[k]) / max(1.0, abs(b[k])) for a, b in zip(history_a, history_b, strict=True) for k in a)
+    params = max(float(jnp.max(jnp.abs(a - b))) for a, b in
+                 zip(jax.tree.leaves(params_a), jax.tree.leaves(params_b), strict=True))
+    return metric, params
 
 
 def rollout_rows(config, model, tokenizer, seed: int):
@@ -167,10 +184,7 @@ def run(args) -> dict:
             if round_index:
                 times[name].append(time.perf_counter() - start)
     (params_new, history_new), (params_old, history_old) = results["response_head"], results["every_position"]
-    metric_gap = max(abs(a[k] - b[k]) / max(1.0, abs(b[k])) for a, b in zip(history_new, history_old, strict=True)
-                     for k in a)
-    param_gap = max(float(jnp.max(jnp.abs(a - b))) for a, b in
-                    zip(jax.tree.leaves(params_new), jax.tree.leaves(params_old), strict=True))
+    metric_gap, param_gap = update_gaps(history_new, history_old, params_new, params_old)
     new_s, old_s = statistics.median(times["response_head"]), statistics.median(times["every_position"])
     response_positions = int(sum(m.sum() for m in rows.fields["response_mask"]))
     figures = {

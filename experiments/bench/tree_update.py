@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-from experiments.bench.lm_head import RECIPE, load_policy, rollout_rows, with_smoke_policy
+from experiments.bench.lm_head import load_policy, recipe_arguments, rollout_rows, update_gaps, with_smoke_policy
 from experiments.bench.sampler_rollout import SMOKE_RECIPE, checkpoint_problem
 
 DEPTHS = (1, 2, 3, 4, 8)
@@ -47,13 +47,7 @@ DEPTHS = (1, 2, 3, 4, 8)
 
 def _parse(argv):
     parser = argparse.ArgumentParser(prog="python -m experiments.bench.tree_update", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--checkpoint", default=None, help="a converted checkpoint directory (config.json, weights, "
-                        "tokenizer files); required unless --smoke")
-    parser.add_argument("--config", default=RECIPE, help="the recipe (default: experiments/configs/smollm2_twx.py)")
-    parser.add_argument("--groups", type=int, default=4, help="task groups of the rollout (the recipe's 4)")
-    parser.add_argument("--group-size", type=int, default=8, help="rollouts per group (the recipe's 8)")
-    parser.add_argument("--rounds", type=int, default=2, help="timed rounds after the compiling one")
-    parser.add_argument("--seed", type=int, default=0)
+    recipe_arguments(parser, groups=4, group_size=8)  # the recipe's own 4 x 8
     parser.add_argument("--rows", help="read the update's rows from this .npz (written by --save-rows) instead of playing")
     parser.add_argument("--save-rows", help="write the rollout's rows to this .npz")
     parser.add_argument("--peak-memory", choices=("alone", "shared", "prefix"),
@@ -171,10 +165,7 @@ def run(args) -> dict:
               f"{', '.join(f'{n} {times[n][-1]:.1f} s' for n in names) if round_index else 'done'}", flush=True)
     (params_new, history_new, stats_new), (params_old, history_old, stats_old) = results["shared"], results["alone"]
     stats_prefix = results["prefix"][2]
-    metric_gap = max(abs(a[k] - b[k]) / max(1.0, abs(b[k])) for a, b in zip(history_new, history_old, strict=True)
-                     for k in a)
-    param_gap = max(float(jnp.max(jnp.abs(a - b))) for a, b in
-                    zip(jax.tree.leaves(params_new), jax.tree.leaves(params_old), strict=True))
+    metric_gap, param_gap = update_gaps(history_new, history_old, params_new, params_old)
     new_s, old_s = statistics.median(times["shared"]), statistics.median(times["alone"])
     prefix_s = statistics.median(times["prefix"])
     figures = {

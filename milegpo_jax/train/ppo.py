@@ -31,7 +31,7 @@ from milegpo_jax.train.packing import (
     prefix_order,
     unpack_head,
 )
-from milegpo_jax.train.step import PPOLoss, layout_arguments, update_sharing
+from milegpo_jax.train.step import PPOLoss, layout_arguments
 
 
 Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)

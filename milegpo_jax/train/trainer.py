@@ -54,11 +54,10 @@ from milegpo_jax.train.ppo import (
     ppo_epoch,
     ppo_rows,
     sequence_capacity,
-    update_sharing,
     with_reference_logprobs,
 )
 from milegpo_jax.train.preemption import PreemptionGuard
-from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_shardings
+from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_shardings, update_sharing
 from milegpo_jax.train.warm_start import warm_start_status, write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)

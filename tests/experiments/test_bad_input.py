@@ -3,9 +3,6 @@ before any work starts and with nothing written."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest

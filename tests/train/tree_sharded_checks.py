@@ -8,7 +8,6 @@ By hand: ``XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m pytest t
 from __future__ import annotations
 
 import jax
-import numpy as np
 from flax import nnx
 
 from milegpo_jax import parallel
