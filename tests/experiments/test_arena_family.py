@@ -112,7 +112,9 @@ def test_family_rows_pool_the_games_in_scale_units():
 
 def _write_study(directory, records):
     directory.mkdir()
-    (directory / "arena.json").write_text(json.dumps({"env": "x", "settings": {}, "study": {"select_seeds": [0], "eval_seeds": [1, 2, 3], "margin": 0.01}}))
+    settings = {"groups": 2, "group_size": 2, "tasks": 2, "update": "pg"}  # what summarize checks (arena.inputs)
+    study = {"select_seeds": [0], "eval_seeds": [1, 2, 3], "margin": 0.01, "updates": ["pg"]}
+    (directory / "arena.json").write_text(json.dumps({"env": "x", "settings": settings, "study": study}))
     (directory / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
 
 

@@ -25,7 +25,8 @@ def test_smoke_run(capsys):
     for key in ("pool_overhead", "pool_overhead_1_server"):  # negative when the servers' parallelism pays
         assert math.isfinite(figures[f"{key}_{TWX}"]) and figures[f"{key}_{TWX}"] > -1
     assert 0 <= figures[f"repeated_state_share_{TWX}"] <= 1
-    assert printed.err.startswith(f"{TWX}: in-process ")  # the summary line goes to stderr
+    # the summary line goes to stderr (a loaded machine may add a server thread's report of a dropped connection)
+    assert any(line.startswith(f"{TWX}: in-process ") for line in printed.err.splitlines())
 
 
 def test_an_environment_that_cannot_run_here(monkeypatch, capsys):
