@@ -229,7 +229,12 @@ def pack(rows: Rows, pick: Sequence[int], capacity: int, sequences: int, pad_id:
     fit; sequences beyond those needed are all padding); with ``sharing`` each shared prompt prefix
     once per sequence; with ``head``, the weighted positions laid out apart (module doc)."""
     pick = [int(i) for i in pick]
-    forest, placed = _placed(rows, pick, capacity, head, sharing)
+    return _lay_out(rows, pick, *_placed(rows, pick, capacity, head, sharing), capacity, sequences, pad_id, head, sharing)
+
+
+def _lay_out(rows: Rows, pick: list[int], forest: PrefixForest, placed: list, capacity: int, sequences: int,
+             pad_id: int, head: Head | None, sharing: Sharing) -> Packed:
+    """``pack`` once the rows' forest and sequences are known (``_placed``)."""
     if len(placed) > sequences:
         raise ValueError(f"{len(pick)} rows need {len(placed)} sequences of {capacity}, only {sequences} given")
     layout = TreeLayout(sequences, capacity, sharing.max_depth)
@@ -366,9 +371,12 @@ def expanded_width(rows: Rows, pick: Sequence[int], capacity: int, head: Head | 
     """Slots per sequence of the fused-kernel expansion (0 without it): a segment expands to its
     ancestors' positions and its own, so a shared node to its ``end`` and a row's leaf to the whole
     row; the longest sequence's total, in whole ``expand_block``s (rounded as micro-batch counts)."""
+    return _expanded_width(rows, pick, *_placed(rows, pick, capacity, head, sharing), sharing)
+
+
+def _expanded_width(rows: Rows, pick: Sequence[int], forest: PrefixForest, placed: list, sharing: Sharing) -> int:
     if not (sharing.max_depth and sharing.expand_block):
         return 0
-    forest, placed = _placed(rows, pick, capacity, head, sharing)
     lengths = rows.lengths[list(pick)]
     longest = max((sum(forest.end[k] for k in p.nodes) + int(lengths[p.rows].sum()) for p in placed), default=0)
     return sharing.expand_block * _three_significant_bits(max(1, -(-longest // sharing.expand_block)))
@@ -392,10 +400,12 @@ def pack_micro_batches(rows: Rows, pick: Sequence[int], base_capacity: int, max_
     ``(packed, micro_batches)``: at most ``max_sequences`` sequences of ``base_capacity`` positions'
     worth per micro-batch (``sequences_per_micro``), a multiple of ``quantum`` (batch shards)."""
     capacity = sharing.capacity(base_capacity)
-    slots = max(capacity, expanded_width(rows, pick, capacity, head, sharing))
-    most = sequences_per_micro(max_sequences, base_capacity, slots, quantum)
-    micro, per_micro = micro_batch_shape(sequences_needed(rows, pick, capacity, head, sharing), most, quantum)
-    return pack(rows, pick, capacity, micro * per_micro, pad_id, head, sharing), micro
+    pick = [int(i) for i in pick]
+    forest, placed = _placed(rows, pick, capacity, head, sharing)  # once: the forest is most of the host's work
+    slots = max(capacity, _expanded_width(rows, pick, forest, placed, sharing))
+    micro, per_micro = micro_batch_shape(len(placed), sequences_per_micro(max_sequences, base_capacity, slots, quantum),
+                                         quantum)
+    return _lay_out(rows, pick, forest, placed, capacity, micro * per_micro, pad_id, head, sharing), micro
 
 
 def prefix_order(rows: Rows, weight_key: str) -> np.ndarray:
