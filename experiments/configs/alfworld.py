@@ -21,7 +21,7 @@ def get_config(arg=None):
     config = base.get_config()
     config.env.name = "alfworld"
     config.env.options = ml_collections.ConfigDict()  # adapter defaults: the generated games, no expert
-    # the train step on v5e:4x4 in 2.26 GiB of temporaries per chip (experiments.aot; README): the layers'
+    # the train step on v5e:4x4 in 2.26 GiB of temporaries per chip (experiments.aot; docs/results/aot-summary.md): the layers'
     # inputs wait for the backward pass in host memory, and 256 LM-head positions per row at a time
     config.model.remat = "offload"
     config.ppo.logits_chunk = 256
