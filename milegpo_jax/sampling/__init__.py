@@ -5,25 +5,27 @@ Token level: ``generate(model, prompt_ids, SamplingConfig(...), key=...) -> Gene
 key=..., stop_strings=(...)) -> list[TextCompletion]`` (``milegpo_jax.sampling.text``).
 """
 
-from milegpo_jax.sampling.config import SamplingConfig, SamplingError
-from milegpo_jax.sampling.sampler import GeneratedSequence, GenerationBatch, generate
-from milegpo_jax.sampling.text import (
-    TextCompletion,
-    generate_text,
-    render_prompt,
-    stop_token_sequences,
-    tokens_through_first_stop,
-)
+import importlib
 
-__all__ = [
-    "GeneratedSequence",
-    "GenerationBatch",
-    "SamplingConfig",
-    "SamplingError",
-    "TextCompletion",
-    "generate",
-    "generate_text",
-    "render_prompt",
-    "stop_token_sequences",
-    "tokens_through_first_stop",
-]
+# public name -> the module that defines it; loaded on first use (PEP 562), so that
+# ``milegpo_jax.sampling.config`` imports without jax: the training config's sampling section is
+# derived from ``SamplingConfig`` (docs/architecture.md §3)
+_HOMES = {
+    "GeneratedSequence": "sampler", "GenerationBatch": "sampler", "generate": "sampler",
+    "SamplingConfig": "config", "SamplingError": "config",
+    "TextCompletion": "text", "generate_text": "text", "render_prompt": "text", "stop_token_sequences": "text",
+    "tokens_through_first_stop": "text",
+}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
+
+
+def __dir__():
+    return __all__
