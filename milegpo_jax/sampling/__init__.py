@@ -5,7 +5,7 @@ Token level: ``generate(model, prompt_ids, SamplingConfig(...), key=...) -> Gene
 key=..., stop_strings=(...)) -> list[TextCompletion]`` (``milegpo_jax.sampling.text``).
 """
 
-import importlib
+from milegpo_jax.lazy import lazy_names
 
 # public name -> the module that defines it; loaded on first use (PEP 562), so that
 # ``milegpo_jax.sampling.config`` imports without jax: the training config's sampling section is
@@ -18,14 +18,4 @@ _HOMES = {
 }
 
 __all__ = sorted(_HOMES)
-
-
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)
