@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> dict:
     from milegpo_jax.models import CheckpointError, load_pretrained, load_tokenizer
     from milegpo_jax.rollout.collector import collect
     from milegpo_jax.rollout.policy import SamplerPolicy
+    from milegpo_jax.sampling import SamplingConfig
 
     try:
         tokenizer = load_tokenizer(args.checkpoint)  # first: its file check takes no time, the weights do
@@ -133,10 +134,9 @@ def main(argv: list[str] | None = None) -> dict:
         _refuse(str(err))
     max_steps = args.max_steps or DEFAULT_MAX_STEPS[args.env]
     options = {**DEFAULT_OPTIONS.get(args.env, {}), **dict(args.option), "max_steps": max_steps}
-    policy = TimedPolicy(SamplerPolicy(
-        model, tokenizer, max_new_tokens=args.max_new_tokens,
-        max_cache_len=args.max_prompt_tokens + args.max_new_tokens,
-    ))
+    policy = TimedPolicy(SamplerPolicy(model, tokenizer, SamplingConfig(
+        max_new_tokens=args.max_new_tokens, max_cache_len=args.max_prompt_tokens + args.max_new_tokens,
+    )))
     plan = GroupPlan(args.split, tuple(range(args.tasks)), (args.seed,) * args.tasks, 1)
     start = time.perf_counter()
     try:

@@ -73,12 +73,13 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"error: {out} exists and is not an empty directory; choose another --out", file=sys.stderr)
         sys.exit(2)
 
+    from milegpo_jax.train.trainer import warm_start_plan
     from milegpo_jax.train.warm_start import write_warm_start
 
     start = time.time()
     # out appears only when complete (written to a temporary sibling, then renamed)
     with tempfile.TemporaryDirectory() as scratch:  # a new word tokenizer is built here, then copied to out
-        history = write_warm_start(config, out, tokenizer_dir=scratch, demonstrations=demonstrations)
+        history = write_warm_start(warm_start_plan(config), out, tokenizer_dir=scratch, demonstrations=demonstrations)
     with open(out / "sft_history.jsonl", "w", encoding="utf-8") as file:
         file.writelines(json.dumps({"step": step, **{k: float(v) for k, v in record.items()}}) + "\n" for step, record in enumerate(history, start=1))
     figures = {

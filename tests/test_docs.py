@@ -111,10 +111,11 @@ def test_import_boundaries_of_docs_architecture():
     bad += outside("envs_bridge", ("envs_bridge",), ("milegpo_jax", "jax", "flax", "optax"))
     for adapter in ("textworld_express", "alfworld", "webshop"):
         bad += outside(f"envs_bridge.{adapter}", (f"envs_bridge.{adapter}", "envs_bridge.base"), ("envs_bridge",))
-    # the config reads environments through their specs only, and nothing of train/ or rollout/
-    # and of the model only its jax-free modules (tests/test_config.py checks jax stays unimported)
+    # the config reads environments through their specs only, and of the library only the jax-free
+    # modules of its option types (tests/test_config.py checks jax stays unimported)
     bad += outside("milegpo_jax.config", ("milegpo_jax.config", "milegpo_jax.credit.config", "milegpo_jax.models.model_config",
-                                          "milegpo_jax.models.runtime", "milegpo_jax.mesh_shape", "envs_bridge.specs"),
+                                          "milegpo_jax.models.runtime", "milegpo_jax.sampling.config", "milegpo_jax.train.options",
+                                          "milegpo_jax.changes", "milegpo_jax.mesh_shape", "envs_bridge.specs"),
                    ("milegpo_jax", "envs_bridge"))
     bad += [f"{module} imports {name}" for module, names in project_imports("envs_bridge").items()
             if module == "envs_bridge/specs.py" for name in sorted(names) if name.split(".")[0] in ("envs_bridge", "milegpo_jax")]

@@ -26,11 +26,9 @@ def model_config(config, model: str | None, dtype: str):
     """The ``ModelConfig`` to compile and a phrase saying where its shape came from: the shape with every
     runtime option of the run (remat, scan, attention block and kernel) applied as the trainer's model
     has them, and this command's dtypes."""
-    from milegpo_jax.models.runtime import RuntimeOptions
-
     section = config.model
     dtypes = (section.param_dtype, section.compute_dtype) if dtype == "config" else (dtype, dtype)
-    options = dataclasses.replace(RuntimeOptions.from_config(config), param_dtype=dtypes[0], compute_dtype=dtypes[1])
+    options = dataclasses.replace(config.runtime_options(), param_dtype=dtypes[0], compute_dtype=dtypes[1])
     shape, source = model_shape(config, model)
     return options.apply(shape), source
 
@@ -71,10 +69,8 @@ def model_shape(config, model: str | None):
 
 def runtime_options(config, model_cfg, args):
     """The run's ``RuntimeOptions`` with this command's dtypes and ``--logits-chunk``."""
-    from milegpo_jax.models.runtime import RuntimeOptions
-
     chunk = args.logits_chunk if args.logits_chunk is not None else config.ppo.logits_chunk
-    return dataclasses.replace(RuntimeOptions.from_config(config), param_dtype=model_cfg.param_dtype,
+    return dataclasses.replace(config.runtime_options(), param_dtype=model_cfg.param_dtype,
                                compute_dtype=model_cfg.compute_dtype, logits_chunk=int(chunk))
 
 
@@ -111,7 +107,7 @@ def train_step_program(config, graphdef, runtime):
     length = capacity_for_length(config.sampling.max_prompt_tokens + config.sampling.max_new_tokens - 1)
     head = head_width(length, config.sampling.max_new_tokens)
     shape = (ppo.minibatch_rows // ppo.microbatch_rows, ppo.microbatch_rows, length, head)
-    return build_train_step(config, graphdef, runtime), shape
+    return build_train_step(graphdef, runtime, config.ppo_loss_config(), config.optimizer_config()), shape
 
 
 def tree_shape(shape, factor: float, form: str, quantum: int = 1):

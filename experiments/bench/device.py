@@ -197,18 +197,17 @@ def _bench_train(args, attention: str) -> dict:
     import numpy as np
     from flax import nnx
 
-    from milegpo_jax.config import OptimSection
     from milegpo_jax.models import init_model
     from milegpo_jax.models.attention import choose_attention
-    from milegpo_jax.train.loss import PPOLossConfig
     from milegpo_jax.train.optim import make_optimizer
+    from milegpo_jax.train.options import OptimizerConfig, PPOLossConfig
     from milegpo_jax.train.packing import micro_batch_shape
     from milegpo_jax.train.step import PPOLoss, TrainStep, jit_train_step
 
     config = _model_spec(args, args.train_param_dtype, attention)
     graphdef, params = nnx.split(init_model(config.config, config.runtime, seed=args.seed))
-    # the trainer's step (build_train_step makes the same TrainStep from a TrainConfig)
-    step = TrainStep(graphdef, make_optimizer(OptimSection()), PPOLoss(PPOLossConfig(), args.logits_chunk))
+    # the trainer's step (build_train_step makes the same TrainStep from the config's option objects)
+    step = TrainStep(graphdef, make_optimizer(OptimizerConfig()), PPOLoss(PPOLossConfig(), args.logits_chunk))
     opt_state = step.tx.init(params)
     jitted = jit_train_step(step)
     rng = np.random.default_rng(args.seed)

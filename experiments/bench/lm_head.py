@@ -113,12 +113,11 @@ def with_smoke_policy(args, run):
 def load_policy(args):
     """(config, runtime options, model, tokenizer) of the recipe ``args.config`` on ``args.checkpoint``."""
     from milegpo_jax.models import load_pretrained
-    from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.models.tokenizer import load_tokenizer
 
     config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups, group_size=args.group_size,
                            smoke=args.smoke)
-    runtime = RuntimeOptions.from_config(config)
+    runtime = config.runtime_options()
     model, _ = load_pretrained(args.checkpoint, runtime=runtime)
     return config, runtime, model, load_tokenizer(Path(args.checkpoint))
 
@@ -159,7 +158,7 @@ def run(args) -> dict:
     rows = rollout_rows(config, model, tokenizer, args.seed)
     capacity = sequence_capacity(rows)
     graphdef, start_params = nnx.split(model)
-    step = build_train_step(config, graphdef, runtime)
+    step = build_train_step(graphdef, runtime, config.ppo_loss_config(), config.optimizer_config())
     jitted = jit_train_step(step)
     every_position = Head(PPOLoss.weight_key, capacity)
     width = Head.for_rows(rows, PPOLoss.weight_key, capacity).width  # what ppo_epoch picks

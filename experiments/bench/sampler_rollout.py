@@ -66,10 +66,11 @@ def recipe_config(recipe: str, checkpoint: str, *, seed: int, groups: int = 0, g
 def write_smoke_checkpoint(directory: Path) -> Path:
     """A tiny random policy in ``directory``: the demo's model (one layer) and word tokenizer, no warm start."""
     from experiments.train import build_config
+    from milegpo_jax.train.trainer import warm_start_plan
     from milegpo_jax.train.warm_start import write_warm_start
 
     config = build_config(SMOKE_RECIPE, [*SMOKE_POLICY, "logging.progress_bar=false"])
-    write_warm_start(config, directory / "checkpoint", tokenizer_dir=directory / "tokenizer")
+    write_warm_start(warm_start_plan(config), directory / "checkpoint", tokenizer_dir=directory / "tokenizer")
     return directory / "checkpoint"
 
 
@@ -90,10 +91,7 @@ def recipe_policy(config, model, tokenizer):
     """The ``SamplerPolicy`` a run of ``config`` samples with (prefix sharing on)."""
     from milegpo_jax.rollout.policy import SamplerPolicy
 
-    return SamplerPolicy(
-        model, tokenizer, max_new_tokens=config.sampling.max_new_tokens, prefix_sharing=True,
-        max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
-    )
+    return SamplerPolicy(model, tokenizer, config.sampling_config().replace(prefix_sharing=True))
 
 
 def play_rollout(config, policy) -> None:

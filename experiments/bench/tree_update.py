@@ -129,7 +129,7 @@ def run(args) -> dict:
     by_depth = positions_by_depth(rows, capacity, config.ppo.minibatch_rows, args.seed)
     print(f"{len(rows)} rows, capacity {capacity}: positions computed by tree depth {by_depth}", flush=True)
     graphdef, start_params = nnx.split(model)
-    step = build_train_step(config, graphdef, runtime)
+    step = build_train_step(graphdef, runtime, config.ppo_loss_config(), config.optimizer_config())
     jitted = jit_train_step(step)
     tree = update_sharing(model, capacity)
     layouts = {"alone": (update_sharing(model, capacity, enabled=False), "shuffled"), "shared": (tree, "shuffled"),

@@ -133,22 +133,21 @@ def rollout_rows(config, workdir: Path, progress: bool):
     from envs_bridge.specs import env_spec
     from milegpo_jax.credit.api import compute_credit
     from milegpo_jax.models import load_pretrained
-    from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.models.tokenizer import load_tokenizer
     from milegpo_jax.rollout.collector import collect
     from milegpo_jax.rollout.policy import SamplerPolicy
+    from milegpo_jax.train.trainer import warm_start_plan
     from milegpo_jax.train.warm_start import write_warm_start
 
     warm_start = workdir / "warm_start"
-    write_warm_start(config, warm_start, tokenizer_dir=workdir / "tokenizer")
-    model, _ = load_pretrained(warm_start, runtime=RuntimeOptions.from_config(config))  # as the trainer
+    write_warm_start(warm_start_plan(config), warm_start, tokenizer_dir=workdir / "tokenizer")
+    model, _ = load_pretrained(warm_start, runtime=config.runtime_options())  # as the trainer
     tokenizer = load_tokenizer(warm_start)
     env = config.env
     pool = EnvPool(env.name, env.groups_per_iteration * env.group_size, num_servers=env.num_servers or None,
                    env_options=env.adapter_options(), python=env.python)
     try:
-        policy = SamplerPolicy(model, tokenizer, max_new_tokens=config.sampling.max_new_tokens,
-                               max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens)
+        policy = SamplerPolicy(model, tokenizer, config.sampling_config())
         plan = GroupPlan.sample(env.train_split, pool.num_tasks(env.train_split), env.groups_per_iteration,
                                 env.group_size, seed=config.run.seed)
         batch = collect(pool, policy, plan, env=env.name, max_steps=env.max_env_steps,
@@ -208,7 +207,6 @@ def main(argv: list[str] | None = None) -> dict:
 
     from experiments.train import build_config
     from milegpo_jax.models.qwen2 import abstract_model
-    from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
     from milegpo_jax.train.step import build_train_step, jit_train_step
 
@@ -229,9 +227,10 @@ def main(argv: list[str] | None = None) -> dict:
     graphdef, start_params = nnx.split(model)
     # the same parameters under the dense attention mask (the old update's, and the new step without blocks)
     dense_graphdef, _ = nnx.split(abstract_model(model.config, model.runtime.replace(attention_block=0)))
-    step = build_train_step(config, graphdef, RuntimeOptions.from_config(config))
+    options = (config.runtime_options(), config.ppo_loss_config(), config.optimizer_config())
+    step = build_train_step(graphdef, *options)
     jitted = jit_train_step(step)
-    jitted_dense = jit_train_step(build_train_step(config, dense_graphdef, RuntimeOptions.from_config(config)))
+    jitted_dense = jit_train_step(build_train_step(dense_graphdef, *options))
     padded = padded_rows(generations, advantages, pad_id)
     baseline = PaddedLoop(step.loss)
 

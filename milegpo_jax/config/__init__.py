@@ -25,16 +25,21 @@ nor jax or flax: the model is read through its jax-free modules (``models.model_
 ``models.runtime``) and the mesh through ``mesh_shape`` (docs/architecture.md §3).
 """
 
+from milegpo_jax.changes import describe_changes
 from milegpo_jax.config.builder import load_config
 from milegpo_jax.config.checks import ConfigError
 from milegpo_jax.config.credit import CreditOptionError, CreditSection, parse_credit_options
 from milegpo_jax.config.files import empty_config, load_config_file, load_file_function
-from milegpo_jax.config.identity import HASH_EXCLUDED, config_hash, config_identity, describe_changes, to_dict
+from milegpo_jax.config.identity import (
+    HASH_EXCLUDED,
+    config_hash,
+    config_identity,
+    to_dict,
+    warm_start_inputs,
+)
 from milegpo_jax.config.overrides import apply_overrides, format_override, split_config_flags
 from milegpo_jax.config.schema import TrainConfig
 from milegpo_jax.config.sections import (
-    KL_ESTIMATORS,
-    ArchitectureConfig,
     BranchingSection,
     DistributedSection,
     EnvSection,
@@ -50,8 +55,6 @@ from milegpo_jax.mesh_shape import MeshConfig
 
 __all__ = [
     "HASH_EXCLUDED",
-    "KL_ESTIMATORS",
-    "ArchitectureConfig",
     "BranchingSection",
     "ConfigError",
     "CreditOptionError",
@@ -79,4 +82,5 @@ __all__ = [
     "parse_credit_options",
     "split_config_flags",
     "to_dict",
+    "warm_start_inputs",
 ]

@@ -1,10 +1,13 @@
-"""The config's error type and the small value checks every section uses."""
+"""The config's error type, the small value checks every section uses, and the sections' fields
+taken from the library's option types (``option_fields``, ``checked``)."""
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import numbers
 import types
+import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -68,3 +71,28 @@ def plain(value: Any) -> Any:
     if isinstance(value, tuple):
         return [plain(v) for v in value]
     return value
+
+
+def option_fields(option_type: type, *names: str, exclude: Sequence[str] = (), **defaults: Any) -> type:
+    """A frozen dataclass of ``option_type``'s fields (``names``, else all but ``exclude``) with their
+    types and defaults (``defaults`` replaces some): the base a section takes a library option
+    type's fields from, so each is declared once, in the library (docs/training.md §1)."""
+    hints = typing.get_type_hints(option_type)
+    chosen = [f for f in dataclasses.fields(option_type) if (f.name in names if names else f.name not in exclude)]
+    fields = [(f.name, hints[f.name], dataclasses.field(default=defaults.get(f.name, f.default))) for f in chosen]
+    return dataclasses.make_dataclass(f"{option_type.__name__}Fields", fields, frozen=True)
+
+
+def values_of(section: Any, option_type: type) -> dict[str, Any]:
+    """The section's values of ``option_type``'s fields (those it has)."""
+    names = [f.name for f in dataclasses.fields(option_type)]
+    return {name: getattr(section, name) for name in names if name in {f.name for f in dataclasses.fields(section)}}
+
+
+def checked(option_type: type, prefix: str, **values: Any) -> Any:
+    """``option_type(**values)``: the option type's own checks, a failure as ``ConfigError`` with the
+    config's path (``prefix`` + the option's message, which starts with the field's name)."""
+    try:
+        return option_type(**values)
+    except ValueError as error:
+        raise ConfigError(f"{prefix}{error}") from None

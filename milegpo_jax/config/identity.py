@@ -1,4 +1,5 @@
-"""A run's identity: the plain dict of a ``TrainConfig``, its hash, and the changes between two.
+"""A run's identity: the plain dict of a ``TrainConfig``, its hash, the changes between two
+(``milegpo_jax.changes``), and what a warm start depends on.
 
 Fields a run may change without invalidating its checkpoints (iteration budget, logging, mesh,
 server placement, checkpoint cadence) are left out of ``config_hash``; see ``HASH_EXCLUDED``. A
@@ -89,14 +90,17 @@ def config_hash(config: TrainConfig) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
-def describe_changes(old: Mapping[str, Any], new: Mapping[str, Any], prefix: str = "") -> list[str]:
-    """``["ppo.kl_coef: 0.01 -> 0.02", ...]`` between two ``config_identity`` dicts."""
-    changes = []
-    for key in sorted(set(old) | set(new)):
-        path = prefix + key
-        a, b = old.get(key, "<absent>"), new.get(key, "<absent>")
-        if isinstance(a, Mapping) and isinstance(b, Mapping):
-            changes += describe_changes(a, b, path + ".")
-        elif a != b:
-            changes.append(f"{path}: {a!r} -> {b!r}")
-    return changes
+def warm_start_inputs(config: TrainConfig) -> dict[str, Any]:
+    """Every config value a warm start depends on (model, SFT, the env text it is built from, the
+    seed): its record (``train.warm_start``), which a run's config must match before the first
+    checkpoint."""
+    data = to_dict(config)
+    env = data["env"]
+    # remat and scan_layers change how the model runs, not what it computes: a warm start serves both
+    model = {key: value for key, value in data["model"].items() if key not in ("remat", "scan_layers")}
+    return {
+        "model": model,
+        "sft": data["sft"],
+        "env": {key: env[key] for key in ("name", "options", "train_split", "history_length")},
+        "run": {"seed": data["run"]["seed"]},
+    }

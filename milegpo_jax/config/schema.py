@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from envs_bridge.specs import env_spec
-from milegpo_jax.config.checks import ConfigError
+from milegpo_jax.config.checks import ConfigError, values_of
 from milegpo_jax.config.credit import CreditSection
 from milegpo_jax.config.sections import (
     DistributedSection,
@@ -25,6 +25,9 @@ from milegpo_jax.config.sections import (
 )
 from milegpo_jax.credit.config import ON_TREES, CreditConfig
 from milegpo_jax.mesh_shape import MeshConfig
+from milegpo_jax.models.runtime import RuntimeOptions
+from milegpo_jax.sampling.config import SamplingConfig
+from milegpo_jax.train.options import OptimizerConfig, PPOLossConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,6 +71,26 @@ class TrainConfig:
 
     def credit_config(self) -> CreditConfig:
         return self.credit.build(self.credit_recipe)
+
+    # The library's option objects (docs/training.md §1): the trainer builds them once and passes them
+    # down; nothing below it reads the config.
+
+    def runtime_options(self) -> RuntimeOptions:
+        """How the models run: ``model``'s runtime fields and ``ppo.logits_chunk``."""
+        return RuntimeOptions(**values_of(self.model, RuntimeOptions), logits_chunk=self.ppo.logits_chunk)
+
+    def ppo_loss_config(self) -> PPOLossConfig:
+        return PPOLossConfig(**values_of(self.ppo, PPOLossConfig))
+
+    def optimizer_config(self) -> OptimizerConfig:
+        return OptimizerConfig(**values_of(self.optim, OptimizerConfig))
+
+    def sampling_config(self) -> SamplingConfig:
+        """Training rollouts' sampling (evaluation changes the temperature); the KV cache holds a
+        prompt of ``max_prompt_tokens`` and the answer."""
+        sampling = self.sampling
+        return SamplingConfig(**values_of(sampling, SamplingConfig),
+                              max_cache_len=sampling.max_prompt_tokens + sampling.max_new_tokens)
 
     def check_runnable(self) -> None:
         """Start-of-training checks the config alone cannot make: the policy's source must be set

@@ -1,5 +1,6 @@
 """The training config's sections: one frozen dataclass per top-level key (``TrainConfig`` is in
-``schema.py``). Every default is written here, once; experiment configs set only what differs.
+``schema.py``). Every default is written here or in the library option type a section takes its
+fields from (``checks.option_fields``), once; experiment configs set only what differs.
 
 Each section checks its own fields in ``__post_init__``; what an environment accepts (its name,
 adapter options, eval splits) comes from its spec (``envs_bridge.specs``), read without importing
@@ -13,60 +14,40 @@ from collections.abc import Mapping
 from typing import Any
 
 from envs_bridge.specs import env_names, env_spec
-from milegpo_jax.config.checks import ConfigError, check_seed, choice, frozen, non_negative, plain, positive, suggestion
-# jax-free modules of the model package: the config imports without jax (docs/architecture.md §3)
-from milegpo_jax.models.model_config import ATTENTION_IMPLS, DTYPES, PRESETS, REMAT_POLICIES, ModelConfig, ModelConfigError
+from milegpo_jax.config.checks import (
+    ConfigError,
+    check_seed,
+    checked,
+    choice,
+    frozen,
+    non_negative,
+    option_fields,
+    plain,
+    positive,
+    suggestion,
+    values_of,
+)
+# The library's option types, from jax-free modules (docs/architecture.md §3): the sections below take
+# their fields (names, types, defaults) and checks from them (docs/training.md §1).
+from milegpo_jax.models.model_config import PRESETS, ArchitectureConfig
 from milegpo_jax.models.runtime import RuntimeOptions
+from milegpo_jax.sampling.config import SamplingConfig
+from milegpo_jax.train.options import OptimizerConfig, PPOLossConfig
 
-LR_SCHEDULES = ("constant", "cosine", "linear")
 # the loss aggregates by token mean (verl-agent's setting); other modes come with the loss that does them
 LOSS_AGGREGATIONS = ("token-mean",)
-# milegpo_jax.train.loss implements these (tests/test_config.py keeps the two lists equal)
-KL_ESTIMATORS = ("low_var_kl", "kl", "mse")
 BEST_MODES = ("max", "min")
 
 
 @dataclasses.dataclass(frozen=True)
-class ArchitectureConfig:
-    """A Qwen2 architecture written inline (tests, the CPU demo); weights start random."""
+class ModelSection(option_fields(RuntimeOptions, exclude=("logits_chunk",))):
+    """Where the policy comes from: exactly one of hf_checkpoint, preset, architecture; and how it runs:
+    the fields of ``RuntimeOptions`` but ``logits_chunk`` (``ppo.logits_chunk``): dtypes, remat,
+    scanned layers, the block of block-causal training forwards and their form (docs/models.md §7).
 
-    vocab_size: int = 0  # embedding rows; 0: the tokenizer's size (e.g. one built for the env's text)
-    hidden_size: int = 64
-    intermediate_size: int = 256
-    num_layers: int = 2
-    num_heads: int = 4
-    num_kv_heads: int = 2
-    head_dim: int = 0  # 0: hidden_size // num_heads
-    tie_word_embeddings: bool = True
-    rope_theta: float = 1_000_000.0
-    rms_norm_eps: float = 1e-6
-    max_position_embeddings: int = 4096
-
-    def __post_init__(self):
-        if self.vocab_size < 0:
-            raise ConfigError(f"model.architecture.vocab_size={self.vocab_size}: must be >= 0")
-        try:
-            self.model_config(vocab_size=self.vocab_size or 1)
-        except ModelConfigError as error:
-            raise ConfigError(f"model.architecture: {error}") from None
-
-    def model_config(self, vocab_size: int | None = None, **token_ids: Any) -> ModelConfig:
-        """The ``ModelConfig``. ``vocab_size`` (the tokenizer's size) is needed when the field is 0;
-        ``token_ids`` sets bos/eos/pad_token_id."""
-        fields = dataclasses.asdict(self)
-        fields["vocab_size"] = vocab_size if vocab_size is not None else self.vocab_size
-        if fields["vocab_size"] < 1:
-            raise ConfigError("model.architecture.vocab_size is 0 (the tokenizer's size): pass vocab_size=len(tokenizer)")
-        return ModelConfig(**fields, **token_ids)
-
-
-@dataclasses.dataclass(frozen=True)
-class ModelSection:
-    """Where the policy comes from: exactly one of hf_checkpoint, preset, architecture.
-
-    None of them may be set when the config is built (the paper recipes leave the local checkpoint
-    path to the user); ``TrainConfig.check_runnable`` then fails at training start with a message
-    saying what to pass.
+    None of the sources may be set when the config is built (the paper recipes leave the local
+    checkpoint path to the user); ``TrainConfig.check_runnable`` then fails at training start with a
+    message saying what to pass.
     """
 
     name: str = ""  # what the recipe expects, for messages and logs ("Qwen2.5-1.5B-Instruct")
@@ -77,16 +58,6 @@ class ModelSection:
     # None: the checkpoint's own tokenizer files (hf_checkpoint), the exact Qwen2.5 tokenizer
     # (preset), or one built for the environment's text (architecture; the demo builds it)
     tokenizer_dir: str | None = None
-    # how the model runs: the fields of ``RuntimeOptions`` (whose defaults these are; ``from_config``
-    # reads them, with ppo.logits_chunk): dtypes, remat, scanned layers, the block of block-causal
-    # training forwards (0: dense; docs/models.md §7) and their form ("auto": a fused kernel on TPU and
-    # GPU, the blocks on CPU; "xla": the dense mask; docs/models.md §7)
-    param_dtype: str = RuntimeOptions.param_dtype
-    compute_dtype: str = RuntimeOptions.compute_dtype
-    remat: str = RuntimeOptions.remat
-    scan_layers: bool = RuntimeOptions.scan_layers
-    attention_block: int = RuntimeOptions.attention_block
-    attention_impl: str = RuntimeOptions.attention_impl
 
     def __post_init__(self):
         sources = [name for name in ("hf_checkpoint", "preset", "architecture") if getattr(self, name) is not None]
@@ -99,11 +70,7 @@ class ModelSection:
             raise ConfigError("model.hf_checkpoint is an empty string; give a directory or None")
         if self.preset is not None:
             choice("model.preset", self.preset, sorted(PRESETS))
-        choice("model.param_dtype", self.param_dtype, DTYPES)
-        choice("model.compute_dtype", self.compute_dtype, DTYPES)
-        choice("model.remat", self.remat, REMAT_POLICIES)
-        non_negative("model.attention_block", self.attention_block)
-        choice("model.attention_impl", self.attention_impl, ATTENTION_IMPLS)
+        checked(RuntimeOptions, "model.", **values_of(self, RuntimeOptions))
         check_seed("model.init_seed", self.init_seed)
 
     @property
@@ -213,78 +180,39 @@ class EnvSection:
 
 
 @dataclasses.dataclass(frozen=True)
-class SamplingSection:
-    temperature: float = 1.0  # training rollouts
-    top_p: float = 1.0
-    top_k: int = 0  # 0: off
-    max_new_tokens: int = 512
+class SamplingSection(option_fields(SamplingConfig, "temperature", "top_p", "top_k", "max_new_tokens", "prefix_sharing",
+                                    max_new_tokens=512)):
+    """Rollout sampling: ``SamplingConfig``'s temperature (training rollouts), top_p, top_k (0: off),
+    max_new_tokens and prefix_sharing (each group's shared first prompt and the batch's common prefix
+    prefilled once, docs/training.md §10), and the rollouts' own fields."""
+
     max_prompt_tokens: int = 2048
     eval_temperature: float = 0.4  # validation rollouts (paper: T = 0.4)
     eval_greedy: bool = False  # each evaluation also plays greedily (T = 0), logged as eval/greedy/*
-    # prefill each group's shared first prompt and the batch's common prefix once (docs/training.md §10)
-    prefix_sharing: bool = False
 
     def __post_init__(self):
-        non_negative("sampling.temperature", self.temperature)
-        non_negative("sampling.eval_temperature", self.eval_temperature)
-        if not 0.0 < self.top_p <= 1.0:
-            raise ConfigError(f"sampling.top_p={self.top_p}: must lie in (0, 1]")
-        non_negative("sampling.top_k", self.top_k)
-        positive("sampling.max_new_tokens", self.max_new_tokens)
+        checked(SamplingConfig, "sampling.", **values_of(self, SamplingConfig))
+        checked(SamplingConfig, "sampling.eval_", max_new_tokens=self.max_new_tokens, temperature=self.eval_temperature)
         positive("sampling.max_prompt_tokens", self.max_prompt_tokens)
 
 
 @dataclasses.dataclass(frozen=True)
-class OptimSection:
-    """AdamW with global-norm clipping (``milegpo_jax.train.optim.make_optimizer``)."""
-
-    learning_rate: float = 1e-6
-    weight_decay: float = 0.01
-    grad_clip_norm: float = 1.0  # 0: no clipping
-    adam_b1: float = 0.9
-    adam_b2: float = 0.999
-    adam_eps: float = 1e-8
-    schedule: str = "constant"  # constant | cosine | linear (decay after warmup)
-    warmup_steps: int = 0  # optimizer updates of linear warmup from 0
-    decay_steps: int = 0  # cosine/linear: updates from the end of warmup to the end of decay
-    end_lr_ratio: float = 0.0  # cosine/linear: final learning rate / learning_rate
-    # RL updates train only the top N decoder layers and the final norm (embedding and a tied LM head
-    # frozen; no backward pass below them: docs/training.md §2); 0: every weight
-    trainable_layers: int = 0
+class OptimSection(option_fields(OptimizerConfig)):
+    """The optimizer: ``OptimizerConfig``'s fields (``milegpo_jax.train.optim.make_optimizer``)."""
 
     def __post_init__(self):
-        positive("optim.learning_rate", self.learning_rate)
-        non_negative("optim.trainable_layers", self.trainable_layers)
-        non_negative("optim.weight_decay", self.weight_decay)
-        non_negative("optim.grad_clip_norm", self.grad_clip_norm)
-        for name in ("adam_b1", "adam_b2"):
-            if not 0.0 <= getattr(self, name) < 1.0:
-                raise ConfigError(f"optim.{name}={getattr(self, name)}: must lie in [0, 1)")
-        positive("optim.adam_eps", self.adam_eps)
-        choice("optim.schedule", self.schedule, LR_SCHEDULES)
-        non_negative("optim.warmup_steps", self.warmup_steps)
-        non_negative("optim.decay_steps", self.decay_steps)
-        if self.schedule != "constant" and self.decay_steps < 1:
-            raise ConfigError(f"optim.schedule={self.schedule!r} needs optim.decay_steps >= 1")
-        if not 0.0 <= self.end_lr_ratio <= 1.0:
-            raise ConfigError(f"optim.end_lr_ratio={self.end_lr_ratio}: must lie in [0, 1]")
+        checked(OptimizerConfig, "optim.", **values_of(self, OptimizerConfig))
 
 
 @dataclasses.dataclass(frozen=True)
-class PPOSection:
-    """Token-level PPO-clip with KL to the reference policy and an entropy bonus."""
+class PPOSection(option_fields(PPOLossConfig), option_fields(RuntimeOptions, "logits_chunk")):
+    """Token-level PPO-clip with KL to the reference policy and an entropy bonus: ``PPOLossConfig``'s
+    fields, ``RuntimeOptions.logits_chunk`` (LM-head positions per chunk in the loss, 0: all at once;
+    with a 152k vocabulary a micro-batch's full fp32 logits take GiBs), and the update's own fields."""
 
-    clip_low: float = 0.2  # ratio floor 1 - clip_low
-    clip_high: float = 0.2  # ratio ceiling 1 + clip_high (> clip_low: "clip-higher")
-    kl_coef: float = 0.01  # 0: no KL term (and no reference forward pass)
-    kl_estimator: str = "low_var_kl"
-    entropy_coef: float = 0.001
     epochs: int = 1  # passes over each iteration's rows
     minibatch_rows: int = 256  # step rows per optimizer update
     microbatch_rows: int = 64  # step rows per forward/backward (gradient accumulation)
-    # LM-head positions per chunk in the loss (0: all at once). With a 152k vocabulary a micro-batch's
-    # full fp32 logits take GiBs; chunks keep one [rows, chunk, vocab] block alive at a time.
-    logits_chunk: int = 0
     loss_agg: str = "token-mean"
     # each shared prompt prefix computed once per packed sequence (tree-packed rows, docs/training.md
     # §3.1): the same update to float rounding, so off only to compare or bisect (outside the hash)
@@ -295,13 +223,8 @@ class PPOSection:
     row_order: str = "shuffled"
 
     def __post_init__(self):
-        if not 0.0 < self.clip_low < 1.0:
-            raise ConfigError(f"ppo.clip_low={self.clip_low}: must lie in (0, 1)")
-        positive("ppo.clip_high", self.clip_high)
-        non_negative("ppo.kl_coef", self.kl_coef)
-        choice("ppo.kl_estimator", self.kl_estimator, KL_ESTIMATORS)
-        non_negative("ppo.entropy_coef", self.entropy_coef)
-        non_negative("ppo.logits_chunk", self.logits_chunk)
+        checked(PPOLossConfig, "ppo.", **values_of(self, PPOLossConfig))
+        checked(RuntimeOptions, "ppo.", logits_chunk=self.logits_chunk)
         choice("ppo.row_order", self.row_order, ("shuffled", "prefix"))
         for name in ("epochs", "minibatch_rows", "microbatch_rows"):
             if getattr(self, name) < 1:
@@ -311,7 +234,6 @@ class PPOSection:
                 f"ppo.minibatch_rows={self.minibatch_rows} is not a multiple of ppo.microbatch_rows={self.microbatch_rows}"
             )
         choice("ppo.loss_agg", self.loss_agg, LOSS_AGGREGATIONS)
-
 
 
 @dataclasses.dataclass(frozen=True)

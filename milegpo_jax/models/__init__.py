@@ -17,7 +17,7 @@ The names below load on first use (PEP 562), so that ``milegpo_jax.models.model_
 them (docs/architecture.md §3).
 """
 
-import importlib
+from milegpo_jax.lazy import lazy_names
 
 # public name -> the module that defines it
 _HOMES = {
@@ -46,14 +46,4 @@ _HOMES = {
 }
 
 __all__ = sorted(_HOMES)
-
-
-def __getattr__(name: str):
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{home}"), name)
-
-
-def __dir__():
-    return __all__
+__getattr__, __dir__ = lazy_names(__name__, _HOMES)

@@ -9,6 +9,7 @@ a model section without importing jax (docs/models.md §1).
 from __future__ import annotations
 
 import dataclasses
+import typing
 
 DTYPES = ("float32", "bfloat16", "float16")
 # per decoder layer: "none", "full" (keep only the layer's inputs), "dots" (keep matmul outputs),
@@ -99,6 +100,42 @@ class ModelConfig:
 
     def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)
+
+
+# A small shape written inline (tests, the CPU demo; the config's model.architecture): these fields of
+# ModelConfig, with these defaults; vocab_size 0 stands for the tokenizer's size, given when built.
+SMALL_SHAPE = {
+    "vocab_size": 0, "hidden_size": 64, "intermediate_size": 256, "num_layers": 2, "num_heads": 4,
+    "num_kv_heads": 2, "head_dim": 0, "tie_word_embeddings": True, "rope_theta": 1_000_000.0,
+    "rms_norm_eps": 1e-6, "max_position_embeddings": 4096,
+}
+
+
+def _check_architecture(self) -> None:
+    if self.vocab_size < 0:
+        raise ModelConfigError(f"vocab_size={self.vocab_size}: must be >= 0")
+    self.model_config(vocab_size=self.vocab_size or 1)  # ModelConfig's checks
+
+
+def _architecture_model_config(self, vocab_size: int | None = None, **token_ids) -> ModelConfig:
+    """The ``ModelConfig``. ``vocab_size`` (the tokenizer's size) is needed when the field is 0;
+    ``token_ids`` sets bos/eos/pad_token_id."""
+    fields = dataclasses.asdict(self)
+    fields["vocab_size"] = vocab_size if vocab_size is not None else self.vocab_size
+    if fields["vocab_size"] < 1:
+        raise ModelConfigError("vocab_size is 0 (the tokenizer's size): pass vocab_size=len(tokenizer)")
+    return ModelConfig(**fields, **token_ids)
+
+
+_HINTS = typing.get_type_hints(ModelConfig)
+ArchitectureConfig = dataclasses.make_dataclass(
+    "ArchitectureConfig",
+    [(name, _HINTS[name], dataclasses.field(default=default)) for name, default in SMALL_SHAPE.items()],
+    frozen=True,
+    namespace={"__post_init__": _check_architecture, "model_config": _architecture_model_config,
+               "__doc__": "A ModelConfig written inline with random weights: SMALL_SHAPE's fields and defaults."},
+)
+ArchitectureConfig.__module__ = __name__
 
 
 # Public Qwen2.5 shapes (the hub config.json files; tunix/transformers agree).

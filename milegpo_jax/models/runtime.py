@@ -2,7 +2,8 @@
 blocks and form, LM-head chunking.
 
 A checkpoint's ``config.json`` fixes the architecture (``ModelConfig``); these options are chosen per
-run (the ``model`` and ``ppo`` sections of a training config) and must reach every model the trainer
+run (the training config's ``model`` and ``ppo`` sections are derived from its fields, and the trainer
+builds it with ``TrainConfig.runtime_options``) and must reach every model the trainer
 builds: the policy, the frozen reference, the warm start, the host-local sampling copy, and the
 program ``experiments.aot`` compiles. ``RuntimeOptions`` is that one object: the only runtime
 argument of ``load_pretrained``, ``init_model`` and ``abstract_model``, and ``model.runtime`` of every
@@ -42,15 +43,6 @@ class RuntimeOptions:
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ModelConfigError(f"{name}={value!r}: must be an int >= 0")
-
-    @classmethod
-    def from_config(cls, config: Any) -> RuntimeOptions:
-        """From a ``TrainConfig``: ``model.{param_dtype, compute_dtype, remat, scan_layers,
-        attention_block, attention_impl}`` and ``ppo.logits_chunk``."""
-        model = config.model
-        return cls(param_dtype=model.param_dtype, compute_dtype=model.compute_dtype, remat=model.remat,
-                   scan_layers=bool(model.scan_layers), attention_block=int(model.attention_block),
-                   attention_impl=model.attention_impl, logits_chunk=int(config.ppo.logits_chunk))
 
     @property
     def chunk_size(self) -> int | None:

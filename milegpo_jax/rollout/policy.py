@@ -45,22 +45,14 @@ class SamplerUsage:
 class SamplerPolicy:
     """Wraps ``generate_text`` for the collector; prompts are single user messages (docs/environments.md §6.1)."""
 
-    def __init__(self, model: Qwen2, tokenizer, *, max_new_tokens: int, top_p: float = 1.0, top_k: int = 0,
-                 max_cache_len: int | None = None, prefix_sharing: bool = False):
+    def __init__(self, model: Qwen2, tokenizer, sampling: SamplingConfig):
         self.model = model
         self.tokenizer = tokenizer
-        self.max_new_tokens = max_new_tokens
-        self.top_p = top_p
-        self.top_k = top_k
-        self.max_cache_len = max_cache_len
-        self.prefix_sharing = prefix_sharing
+        self.sampling = sampling  # every call's, but the temperature (training or evaluation)
         self.usage = SamplerUsage()
 
     def generate(self, prompts: Sequence[str], *, temperature: float, seed: int) -> list[PolicyResponse]:
-        config = SamplingConfig(
-            max_new_tokens=self.max_new_tokens, temperature=temperature, top_p=self.top_p, top_k=self.top_k,
-            max_cache_len=self.max_cache_len, prefix_sharing=self.prefix_sharing,
-        )
+        config = self.sampling.replace(temperature=temperature)
         messages = [[{"role": "user", "content": prompt}] for prompt in prompts]
         completions, generation = generate_text(self.model, self.tokenizer, messages, config, key=seed,
                                                 stop_strings=STOP_STRINGS, with_generation=True)

@@ -48,7 +48,7 @@ import jax
 import orbax.checkpoint as ocp
 from orbax.checkpoint.checkpoint_managers import preservation_policy as preservation
 
-from milegpo_jax.config import describe_changes
+from milegpo_jax.changes import describe_changes
 
 CHECKPOINT_DIR = "checkpoints"
 CORRUPT_DIR = "checkpoints.corrupt"

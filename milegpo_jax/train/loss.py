@@ -9,27 +9,11 @@ mini-batch token mean.
 
 from __future__ import annotations
 
-import dataclasses
-
 import jax
 import jax.numpy as jnp
 
-KL_ESTIMATORS = ("low_var_kl", "kl", "mse")
-
-
-@dataclasses.dataclass(frozen=True)
-class PPOLossConfig:
-    clip_low: float = 0.2  # ratio floor 1 - clip_low
-    clip_high: float = 0.2  # ratio ceiling 1 + clip_high ("clip-higher" when larger than clip_low)
-    kl_coef: float = 0.01
-    kl_estimator: str = "low_var_kl"
-    entropy_coef: float = 0.001
-
-    def __post_init__(self):
-        if self.kl_estimator not in KL_ESTIMATORS:
-            raise ValueError(f"kl_estimator={self.kl_estimator!r}: choose one of {', '.join(KL_ESTIMATORS)}")
-        if self.clip_low < 0 or self.clip_high < 0:
-            raise ValueError("clip_low and clip_high must be >= 0")
+# the loss's options, jax-free so that the training config derives its ppo section from them
+from milegpo_jax.train.options import KL_ESTIMATORS, PPOLossConfig
 
 
 def kl_penalty(logprobs: jax.Array, ref_logprobs: jax.Array, estimator: str) -> jax.Array:
@@ -90,3 +74,6 @@ def ppo_loss(
         "logprob_gap": token_mean(jnp.abs(log_ratio)),  # trainer vs sampler log-prob disagreement
     }
     return loss, metrics
+
+
+__all__ = ["KL_ESTIMATORS", "PPOLossConfig", "kl_penalty", "ppo_loss"]

@@ -1,4 +1,4 @@
-"""The optax optimizer of a ``TrainConfig.optim`` section: global-norm clipping, then AdamW.
+"""The optax optimizer of an ``OptimizerConfig`` (the config's ``optim`` section): global-norm clipping, then AdamW.
 
 The learning rate counts optimizer updates (one per PPO mini-batch): an optional linear warmup from
 0 over ``warmup_steps``, then constant, or a cosine / linear decay over ``decay_steps`` to
@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from milegpo_jax.config import OptimSection
+from milegpo_jax.train.options import OptimizerConfig
 
 
-def learning_rate_schedule(optim: OptimSection) -> optax.Schedule:
+def learning_rate_schedule(optim: OptimizerConfig) -> optax.Schedule:
     peak = optim.learning_rate
     end = peak * optim.end_lr_ratio
     if optim.schedule == "constant":
@@ -23,7 +23,7 @@ def learning_rate_schedule(optim: OptimSection) -> optax.Schedule:
         after_warmup = optax.cosine_decay_schedule(peak, optim.decay_steps, alpha=optim.end_lr_ratio)
     elif optim.schedule == "linear":
         after_warmup = optax.linear_schedule(peak, end, optim.decay_steps)
-    else:  # OptimSection validates the name; this is a schema/implementation mismatch
+    else:  # OptimizerConfig validates the name; this is a schema/implementation mismatch
         raise ValueError(f"unknown schedule {optim.schedule!r}")
     if optim.warmup_steps == 0:
         return after_warmup
@@ -69,7 +69,7 @@ def keep_trainable(trainable_layers: int) -> optax.GradientTransformation:
     return optax.GradientTransformation(lambda _: optax.EmptyState(), update)
 
 
-def make_optimizer(optim: OptimSection) -> optax.GradientTransformation:
+def make_optimizer(optim: OptimizerConfig) -> optax.GradientTransformation:
     """``clip_by_global_norm(grad_clip_norm)`` (skipped when 0) then AdamW with the schedule; with
     ``trainable_layers`` > 0 the frozen weights' updates are zeroed last."""
     adamw = optax.adamw(

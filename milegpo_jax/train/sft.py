@@ -16,7 +16,7 @@ import jax
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.config import OptimSection
+from milegpo_jax.train.options import OptimizerConfig
 from milegpo_jax.models.qwen2 import Qwen2
 from milegpo_jax.multihost import to_host
 from milegpo_jax.train.optim import make_optimizer
@@ -52,9 +52,9 @@ def sft_rows(examples: Sequence[SFTExample]) -> Rows:
     return Rows(tuple(tokens), {"loss_mask": tuple(masks)})
 
 
-def sft_optimizer_section(learning_rate: float) -> OptimSection:
+def sft_optimizer_config(learning_rate: float) -> OptimizerConfig:
     """The warm start's optimizer: constant learning rate, clipping at 1, AdamW."""
-    return OptimSection(learning_rate=learning_rate, weight_decay=SFT_WEIGHT_DECAY, grad_clip_norm=1.0)
+    return OptimizerConfig(learning_rate=learning_rate, weight_decay=SFT_WEIGHT_DECAY, grad_clip_norm=1.0)
 
 
 def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences: int, capacity: int,
@@ -85,7 +85,7 @@ def train_sft(
     if not examples:
         raise ValueError("no SFT examples")
     graphdef, params = nnx.split(model)
-    step = TrainStep(graphdef, make_optimizer(sft_optimizer_section(learning_rate)), SFTLoss(chunk_size))
+    step = TrainStep(graphdef, make_optimizer(sft_optimizer_config(learning_rate)), SFTLoss(chunk_size))
     opt_state = step.tx.init(params)
     jitted = jit_train_step(step)
     rows = sft_rows(examples)
@@ -104,4 +104,4 @@ def train_sft(
     return nnx.merge(graphdef, params), history
 
 
-__all__ = ["SFTExample", "sft_optimizer_section", "sft_rows", "train_sft"]
+__all__ = ["SFTExample", "sft_optimizer_config", "sft_rows", "train_sft"]

@@ -19,8 +19,8 @@ mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft`
 * one optimizer update (always ``make_optimizer``'s clipping + AdamW) follows; ``params`` and
   ``opt_state`` are donated, so they are updated in place.
 
-``build_train_step(config, graphdef)`` is how both the trainer and ``experiments.aot`` make the PPO step, so
-the two compile the same function.
+``build_train_step(graphdef, runtime, loss, optim)`` (option objects the trainer builds from its config) is
+how both the trainer and ``experiments.aot`` make the PPO step, so the two compile the same function.
 """
 
 from __future__ import annotations
@@ -36,9 +36,11 @@ from jax.sharding import NamedSharding, PartitionSpec
 
 from milegpo_jax.models.attention import KERNEL_BLOCK, KERNEL_PLATFORMS, TreeExpansion, choose_attention
 from milegpo_jax.models.logprobs import logprobs_from_hidden
+from milegpo_jax.models.runtime import RuntimeOptions
 from milegpo_jax.parallel import LogicalSharding, constrain, state_shardings
 from milegpo_jax.train.loss import PPOLossConfig, ppo_loss
 from milegpo_jax.train.optim import make_optimizer
+from milegpo_jax.train.options import OptimizerConfig
 from milegpo_jax.train.packing import LAYOUT_KEYS, NO_SHARING, Sharing
 
 # dtypes of the batch keys the losses read: inputs and attention_mask are [micro_batches, rows, T], the
@@ -180,21 +182,10 @@ class TrainStep:
         return params, opt_state, {**metrics, "grad_norm": optax.tree.norm(grads)}
 
 
-def build_train_step(config, graphdef, runtime=None) -> TrainStep:
-    """The PPO step of a ``TrainConfig`` for a model structure (the trainer's and ``experiments.aot``'s).
-
-    ``runtime``: ``RuntimeOptions`` (default: from the config) supplies the LM-head chunk."""
-    from milegpo_jax.models.runtime import RuntimeOptions
-
-    runtime = runtime or RuntimeOptions.from_config(config)
-    loss = PPOLoss(_loss_config(config.ppo), runtime.chunk_size, config.optim.trainable_layers)
-    return TrainStep(graphdef, make_optimizer(config.optim), loss)
-
-
-def _loss_config(ppo) -> PPOLossConfig:
-    """The loss's own config from the ``ppo`` section (the config package imports nothing of train/)."""
-    return PPOLossConfig(clip_low=ppo.clip_low, clip_high=ppo.clip_high, kl_coef=ppo.kl_coef,
-                         kl_estimator=ppo.kl_estimator, entropy_coef=ppo.entropy_coef)
+def build_train_step(graphdef, runtime: RuntimeOptions, loss: PPOLossConfig, optim: OptimizerConfig) -> TrainStep:
+    """The PPO step for a model structure (the trainer's and ``experiments.aot``'s): the loss's options,
+    the LM-head chunk of ``runtime`` and the optimizer's options (``optim.trainable_layers`` as well)."""
+    return TrainStep(graphdef, make_optimizer(optim), PPOLoss(loss, runtime.chunk_size, optim.trainable_layers))
 
 
 def batch_shapes(keys, micro: int, rows: int, length: int, head: int,

@@ -31,11 +31,10 @@ from envs_bridge.client import EnvPool
 from envs_bridge.groups import GroupPlan
 from envs_bridge.specs import env_spec
 from milegpo_jax import multihost
-from milegpo_jax.config import ConfigError, TrainConfig, config_hash, config_identity
+from milegpo_jax.config import ConfigError, TrainConfig, config_hash, config_identity, warm_start_inputs
 from milegpo_jax.credit.api import compute_credit
 from milegpo_jax.models import load_pretrained
 from milegpo_jax.models.attention import check_attention_impl
-from milegpo_jax.models.runtime import RuntimeOptions
 from milegpo_jax.models.tokenizer import load_tokenizer
 from milegpo_jax.parallel import logical_sharding, make_mesh
 from milegpo_jax.rollout.collector import (
@@ -58,7 +57,7 @@ from milegpo_jax.train.ppo import (
 )
 from milegpo_jax.train.preemption import PreemptionGuard
 from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_shardings, update_sharing
-from milegpo_jax.train.warm_start import warm_start_status, write_warm_start
+from milegpo_jax.train.warm_start import WarmStartPlan, warm_start_status, write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)
 PROGRESS_KEYS = ("rollout/success_rate", "actor/kl", "actor/policy_loss", "eval/eval_id/success_rate")
@@ -87,6 +86,19 @@ def _seed(*parts: int) -> int:
     return value
 
 
+def warm_start_plan(config: TrainConfig) -> WarmStartPlan:
+    """What the warm start of a run of ``config`` is built from (the trainer's, ``experiments/sft.py``'s)."""
+    model, sft, env = config.model, config.sft, config.env
+    return WarmStartPlan(
+        inputs=warm_start_inputs(config), runtime=config.runtime_options(), hf_checkpoint=model.hf_checkpoint,
+        preset=model.preset, architecture=model.architecture, init_seed=model.init_seed,
+        tokenizer_dir=model.tokenizer_dir, seed=config.run.seed, sft_episodes=sft.episodes, sft_epochs=sft.epochs,
+        sft_learning_rate=sft.learning_rate, sft_batch_rows=sft.batch_rows, share_prefixes=config.ppo.share_prefixes,
+        env=env.name, env_options=env.adapter_options(), train_split=env.train_split,
+        history_length=env.history_length, progress_bar=config.logging.progress_bar,
+    )
+
+
 def _eval_metrics(evaluation: dict[str, float | str]) -> dict[str, float | str]:
     """An evaluation's logged names: the figures under ``eval/``, the outcome strings as they are."""
     return {k if k.startswith(OUTCOMES_PREFIX) else f"eval/{k}": v for k, v in evaluation.items()}
@@ -100,7 +112,9 @@ class Trainer:
         except ValueError as error:
             raise ConfigError(str(error)) from None
         self.workdir = writable_workdir(Path(workdir).absolute())
-        self.runtime = RuntimeOptions.from_config(config)
+        # the library's option objects, built once here and passed down (docs/training.md §1)
+        self.runtime = config.runtime_options()
+        self.warm_start = warm_start_plan(config)
         self.env_options = config.env.adapter_options()
         self.credit_config = config.credit_config()
         # MVPO's success EMA (docs/credit-family.md): carried across iterations and in the checkpoint
@@ -128,7 +142,7 @@ class Trainer:
         # The trainer holds the policy as (graphdef, params, opt_state); the jitted step donates the
         # last two and returns their successors (docs/training.md §2).
         self.graphdef, self.params = nnx.split(model)
-        self.step = build_train_step(config, self.graphdef, self.runtime)
+        self.step = build_train_step(self.graphdef, self.runtime, config.ppo_loss_config(), config.optimizer_config())
         self.opt_state = self.step.tx.init(self.params)
         if self.mesh is None:
             self.jitted_step = jit_train_step(self.step)
@@ -137,12 +151,7 @@ class Trainer:
                 self.step, self.params, logical_sharding(self.mesh, "train"))
             self.opt_state = jax.device_put(self.opt_state, opt_shardings)
             self.jitted_step = jit_train_step(self.step, param_shardings, opt_shardings)
-        self.policy = SamplerPolicy(
-            self.model, self.tokenizer, max_new_tokens=config.sampling.max_new_tokens,
-            top_p=config.sampling.top_p, top_k=config.sampling.top_k,
-            max_cache_len=config.sampling.max_prompt_tokens + config.sampling.max_new_tokens,
-            prefix_sharing=config.sampling.prefix_sharing,
-        )
+        self.policy = SamplerPolicy(self.model, self.tokenizer, config.sampling_config())
         evaluation = max(dict(config.env.eval_tasks_per_split).values(), default=0)
         self.pool = EnvPool(
             config.env.name,
@@ -166,7 +175,7 @@ class Trainer:
         config check decides whether a changed config may continue."""
         warm_start = self.workdir / WARM_START_DIR
         if multihost.is_lead():
-            status, changes = warm_start_status(warm_start, self.config)
+            status, changes = warm_start_status(warm_start, self.warm_start.inputs)
             fresh = self.checkpointer.latest_iteration is None
             if status == "missing" or (fresh and status != "matches"):
                 if status == "incomplete":
@@ -183,7 +192,7 @@ class Trainer:
         return model, load_tokenizer(warm_start)
 
     def _write_warm_start(self, warm_start: Path) -> None:
-        self.sft_history = write_warm_start(self.config, warm_start, tokenizer_dir=self.workdir / "tokenizer")
+        self.sft_history = write_warm_start(self.warm_start, warm_start, tokenizer_dir=self.workdir / "tokenizer")
 
     def _reference_policy(self):
         if self.config.ppo.kl_coef == 0:

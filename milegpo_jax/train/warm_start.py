@@ -8,21 +8,24 @@ environment's training tasks (``milegpo_jax.train.expert``), or any list the cal
 
 The directory is written whole or not at all: everything goes to a temporary sibling that is renamed
 into place once complete, with ``warm_start_inputs.json`` (the config keys the warm start depends on,
-and their hash) written last. ``warm_start_status`` compares a directory against a config.
+and their hash) written last. ``warm_start_status`` compares a directory against a run's inputs. It
+takes a ``WarmStartPlan`` (option objects and values), not the config: the trainer builds that.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from milegpo_jax.config import TrainConfig, describe_changes, to_dict
+from milegpo_jax.changes import describe_changes
 from milegpo_jax.models import ModelConfig, init_model, load_pretrained, save_pretrained
+from milegpo_jax.models.model_config import ArchitectureConfig
 from milegpo_jax.models.runtime import RuntimeOptions
 from milegpo_jax.models.tokenizer import TokenizerFilesError, check_tokenizer_files, load_tokenizer
 from milegpo_jax.models.word_tokenizer import build_word_tokenizer
@@ -34,31 +37,48 @@ Pair = tuple[str, str]  # (user prompt, assistant response)
 INPUTS_FILE = "warm_start_inputs.json"  # written last: its presence marks a complete warm start
 
 
-def warm_start_inputs(config: TrainConfig, demonstrations: Sequence[Pair] | None = None) -> dict[str, Any]:
-    """Every config value the warm start depends on (model, SFT, the env text it is built from, the
-    seed), plus a digest of explicit demonstrations."""
-    data = to_dict(config)
-    env = data["env"]
-    # remat and scan_layers change how the model runs, not what it computes: a warm start serves both
-    model = {key: value for key, value in data["model"].items() if key not in ("remat", "scan_layers")}
-    inputs: dict[str, Any] = {
-        "model": model,
-        "sft": data["sft"],
-        "env": {key: env[key] for key in ("name", "options", "train_split", "history_length")},
-        "run": {"seed": data["run"]["seed"]},
-    }
+@dataclasses.dataclass(frozen=True)
+class WarmStartPlan:
+    """What a warm start is built from; the trainer makes it from its config (``trainer.warm_start_plan``)."""
+
+    inputs: Mapping[str, Any]  # the config values it depends on (``config.identity.warm_start_inputs``)
+    runtime: RuntimeOptions
+    hf_checkpoint: str | None = None  # else a random policy of preset or architecture
+    preset: str | None = None
+    architecture: ArchitectureConfig | None = None
+    init_seed: int = 0
+    tokenizer_dir: str | None = None
+    seed: int = 0  # the expert episodes' and the SFT batches'
+    # the supervised warm start (the config's sft section; episodes 0: none)
+    sft_episodes: int = 0
+    sft_epochs: int = 1
+    sft_learning_rate: float = 1e-3
+    sft_batch_rows: int = 32
+    share_prefixes: bool = True
+    # where expert episodes come from: the environment, its adapter options, split and prompt history
+    env: str = ""
+    env_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    train_split: str = "train"
+    history_length: int = 2
+    progress_bar: bool = True
+
+
+def with_demonstrations(inputs: Mapping[str, Any], demonstrations: Sequence[Pair] | None) -> dict[str, Any]:
+    """``inputs`` plus a digest of explicit demonstrations (when given)."""
+    inputs = dict(inputs)
     if demonstrations is not None:
         text = json.dumps([list(pair) for pair in demonstrations], ensure_ascii=False)
         inputs["demonstrations_sha256"] = hashlib.sha256(text.encode()).hexdigest()
     return inputs
 
 
-def inputs_hash(inputs: dict[str, Any]) -> str:
+def inputs_hash(inputs: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(inputs, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
 
 
-def warm_start_status(directory: Path, config: TrainConfig) -> tuple[str, list[str]]:
-    """``("missing" | "incomplete" | "matches" | "differs", changed keys)`` of a warm-start directory."""
+def warm_start_status(directory: Path, inputs: Mapping[str, Any]) -> tuple[str, list[str]]:
+    """``("missing" | "incomplete" | "matches" | "differs", changed keys)`` of a warm-start directory
+    against the ``inputs`` of the run at hand (``WarmStartPlan.inputs``)."""
     directory = Path(directory)
     if not directory.exists():
         return "missing", []
@@ -73,10 +93,9 @@ def warm_start_status(directory: Path, config: TrainConfig) -> tuple[str, list[s
         stored = json.loads(record.read_text(encoding="utf-8"))["inputs"]
     except (ValueError, KeyError, TypeError):
         return "incomplete", []
-    current = warm_start_inputs(config)
-    if inputs_hash(stored) == inputs_hash(current):
+    if inputs_hash(stored) == inputs_hash(inputs):
         return "matches", []
-    return "differs", describe_changes(stored, current)
+    return "differs", describe_changes(stored, inputs)
 
 
 def chat_ids(tokenizer, prompt: str, response: str) -> SFTExample:
@@ -87,27 +106,26 @@ def chat_ids(tokenizer, prompt: str, response: str) -> SFTExample:
     return SFTExample(tuple(prompt_ids), tuple(response_ids))
 
 
-def expert_pairs(config: TrainConfig, episodes: int) -> list[Pair]:
+def expert_pairs(plan: WarmStartPlan, episodes: int) -> list[Pair]:
     """Every step of the expert episodes of the first ``episodes`` training tasks, as the collector
     would prompt it (same template and history window)."""
     return [
         (d.prompt, d.response)
         for episode in expert_episodes(
-            config.env.name, config.env.adapter_options(), config.env.train_split, range(episodes),
-            history_length=config.env.history_length, seed=config.run.seed,
+            plan.env, dict(plan.env_options), plan.train_split, range(episodes),
+            history_length=plan.history_length, seed=plan.seed,
         )
         for d in episode
     ]
 
 
-def policy_config(config: TrainConfig, tokenizer) -> ModelConfig:
-    """The architecture of a randomly initialised policy (``model.preset`` or ``model.architecture``)."""
-    cfg = config.model
-    if cfg.preset is not None:
+def policy_config(plan: WarmStartPlan, tokenizer) -> ModelConfig:
+    """The architecture of a randomly initialised policy (``preset`` or ``architecture``)."""
+    if plan.preset is not None:
         from milegpo_jax.models import preset
 
-        return preset(cfg.preset)
-    arch = cfg.architecture
+        return preset(plan.preset)
+    arch = plan.architecture
     return arch.model_config(
         vocab_size=arch.vocab_size or len(tokenizer), eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
@@ -115,7 +133,7 @@ def policy_config(config: TrainConfig, tokenizer) -> ModelConfig:
 
 
 def write_warm_start(
-    config: TrainConfig,
+    plan: WarmStartPlan,
     out: str | Path,
     *,
     tokenizer_dir: str | Path,
@@ -125,7 +143,7 @@ def write_warm_start(
     """Writes the starting policy to ``out`` (config.json, safetensors, tokenizer files, the inputs
     record), replacing whatever is there; returns the SFT loss history (empty without fine-tuning).
 
-    ``demonstrations``: the SFT data; None plays ``config.sft.episodes`` expert episodes (and none
+    ``demonstrations``: the SFT data; None plays ``plan.sft_episodes`` expert episodes (and none
     when that is 0, unless a word tokenizer needs a corpus). A new word tokenizer goes to
     ``tokenizer_dir``. ``progress(step, metrics)`` is called after every SFT step.
     """
@@ -134,8 +152,8 @@ def write_warm_start(
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     try:
-        history = _build(config, scratch, tokenizer_dir=tokenizer_dir, demonstrations=demonstrations, progress=progress)
-        record = {"inputs": warm_start_inputs(config, demonstrations)}
+        history = _build(plan, scratch, tokenizer_dir=tokenizer_dir, demonstrations=demonstrations, progress=progress)
+        record = {"inputs": with_demonstrations(plan.inputs, demonstrations)}
         record["hash"] = inputs_hash(record["inputs"])
         (scratch / INPUTS_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         if out.exists():  # an incomplete or outdated one: the complete new one replaces it
@@ -146,45 +164,43 @@ def write_warm_start(
     return history
 
 
-def _build(config, out: Path, *, tokenizer_dir, demonstrations, progress) -> list[dict[str, float]]:
-    cfg = config.model
-    runtime = RuntimeOptions.from_config(config)
+def _build(plan: WarmStartPlan, out: Path, *, tokenizer_dir, demonstrations, progress) -> list[dict[str, float]]:
+    runtime = plan.runtime
     pairs = list(demonstrations) if demonstrations is not None else None
 
     def data() -> list[Pair]:
         nonlocal pairs
         if pairs is None:
-            pairs = expert_pairs(config, max(config.sft.episodes, 1))
+            pairs = expert_pairs(plan, max(plan.sft_episodes, 1))
         return pairs
 
-    if cfg.hf_checkpoint is not None:
-        model, _ = load_pretrained(cfg.hf_checkpoint, runtime=runtime)
-        source = Path(cfg.tokenizer_dir or cfg.hf_checkpoint)
-    elif cfg.tokenizer_dir:
-        source = Path(cfg.tokenizer_dir)
+    if plan.hf_checkpoint is not None:
+        model, _ = load_pretrained(plan.hf_checkpoint, runtime=runtime)
+        source = Path(plan.tokenizer_dir or plan.hf_checkpoint)
+    elif plan.tokenizer_dir:
+        source = Path(plan.tokenizer_dir)
     else:  # a word tokenizer over the demonstrations' text
         source = build_word_tokenizer([text for pair in data() for text in pair], tokenizer_dir)
     tokenizer = load_tokenizer(source)
-    if cfg.hf_checkpoint is None:
-        model = init_model(policy_config(config, tokenizer), runtime, seed=cfg.init_seed)
+    if plan.hf_checkpoint is None:
+        model = init_model(policy_config(plan, tokenizer), runtime, seed=plan.init_seed)
 
     history: list[dict[str, float]] = []
-    if demonstrations is not None or config.sft.episodes > 0:
+    if demonstrations is not None or plan.sft_episodes > 0:
         examples = [chat_ids(tokenizer, prompt, response) for prompt, response in data()]
         if not examples:
             raise ValueError("no demonstrations to fine-tune on")
-        sft = config.sft
-        steps = max(1, sft.epochs * len(examples) // sft.batch_rows)
-        with ProgressBar(steps, keys=("loss",), description="SFT warm start", enabled=config.logging.progress_bar) as bar:
+        steps = max(1, plan.sft_epochs * len(examples) // plan.sft_batch_rows)
+        with ProgressBar(steps, keys=("loss",), description="SFT warm start", enabled=plan.progress_bar) as bar:
             def report(step: int, metrics: dict[str, Any]) -> None:
                 bar.update({"loss": metrics["loss"]})
                 if progress is not None:
                     progress(step, metrics)
 
             model, history = train_sft(
-                model, examples, pad_id=tokenizer.pad_token_id, steps=steps, batch_size=sft.batch_rows,
-                learning_rate=sft.learning_rate, seed=config.run.seed, chunk_size=runtime.chunk_size,
-                progress=report, share_prefixes=config.ppo.share_prefixes,
+                model, examples, pad_id=tokenizer.pad_token_id, steps=steps, batch_size=plan.sft_batch_rows,
+                learning_rate=plan.sft_learning_rate, seed=plan.seed, chunk_size=runtime.chunk_size,
+                progress=report, share_prefixes=plan.share_prefixes,
             )
     save_pretrained(model, model.config, out)
     # The tokenizer's own files, byte for byte: a transformers round trip re-saves a word-level

@@ -199,7 +199,6 @@ def test_aot_compiles_the_trainers_own_train_step(attention):
     from experiments.aot import model_config, runtime_options, train_step_program
     from experiments.train import build_config
     from milegpo_jax.models import abstract_model
-    from milegpo_jax.models.runtime import RuntimeOptions
     from milegpo_jax.train.step import batch_shapes, build_train_step, jit_train_step
 
     flags = [flag.removeprefix("--config.") for flag in TINY[2:]]
@@ -207,12 +206,12 @@ def test_aot_compiles_the_trainers_own_train_step(attention):
                                                           f"model.attention_impl={attention}"])
     model_cfg, _ = model_config(config, None, "config")
     # every runtime option of the run reaches the compiled model, as load_pretrained(runtime=...) gives the trainer's
-    assert RuntimeOptions.from_config(config).apply(model_cfg) == model_cfg
+    assert config.runtime_options().apply(model_cfg) == model_cfg
     assert model_cfg.attention_impl == attention and model_cfg.attention_block == config.model.attention_block
     graphdef, params = nnx.split(abstract_model(model_cfg.config, model_cfg.runtime))
     args = argparse.Namespace(logits_chunk=None)
     compiled, (micro, rows, length, head) = train_step_program(config, graphdef, runtime_options(config, model_cfg, args))
-    trainers = build_train_step(config, graphdef, RuntimeOptions.from_config(config))
+    trainers = build_train_step(graphdef, config.runtime_options(), config.ppo_loss_config(), config.optimizer_config())
     assert compiled.loss == trainers.loss and compiled.graphdef == trainers.graphdef
     batch = batch_shapes(trainers.loss.keys, micro, rows, length, head)
     opt_state = jax.eval_shape(trainers.tx.init, params)

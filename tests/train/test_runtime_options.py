@@ -42,13 +42,13 @@ TINY = [
 def test_options_come_from_the_config_and_are_checked():
     config = build_config("experiments/configs/demo.py", ["model.remat=full", "model.scan_layers=true",
                                                           "ppo.logits_chunk=16", "model.attention_block=64"])
-    runtime = RuntimeOptions.from_config(config)
+    runtime = config.runtime_options()
     assert runtime == RuntimeOptions(param_dtype="float32", compute_dtype="float32", remat="full", scan_layers=True,
                                      attention_block=64, logits_chunk=16)
     assert runtime.chunk_size == 16
-    assert RuntimeOptions.from_config(build_config("experiments/configs/demo.py", ["model.attention_impl=xla"])) \
+    assert build_config("experiments/configs/demo.py", ["model.attention_impl=xla"]).runtime_options() \
         .attention_impl == "xla"
-    assert RuntimeOptions.from_config(build_config("experiments/configs/demo.py", [])).attention_block == 128
+    assert build_config("experiments/configs/demo.py", []).runtime_options().attention_block == 128
     assert RuntimeOptions(logits_chunk=0).chunk_size is None
     with pytest.raises(ModelConfigError, match="remat"):
         RuntimeOptions(remat="some")
@@ -59,7 +59,7 @@ def test_options_come_from_the_config_and_are_checked():
 
 
 def test_one_default_for_each_option():
-    """The config's model section starts from RuntimeOptions' defaults (ppo.logits_chunk aside)."""
+    """The config's model section takes RuntimeOptions' fields and defaults (ppo.logits_chunk aside)."""
     section = ModelSection()
     defaults = RuntimeOptions()
     for name in ("param_dtype", "compute_dtype", "remat", "scan_layers", "attention_block", "attention_impl"):

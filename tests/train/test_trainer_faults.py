@@ -45,7 +45,7 @@ def test_a_warm_start_for_another_config_is_rebuilt_before_the_first_checkpoint(
     err = capsys.readouterr().err
     assert "model.architecture.hidden_size: 32 -> 64" in err and "sft.epochs: 1 -> 2" in err and "rebuilding" in err
     assert _hidden_size(workdir / "warm_start") == 64 and trainer.model.config.hidden_size == 64
-    assert warm_start_status(workdir / "warm_start", trainer.config) == ("matches", [])
+    assert warm_start_status(workdir / "warm_start", trainer.warm_start.inputs) == ("matches", [])
     assert not list(tmp_path.glob("run/.warm_start.tmp-*"))
 
 
@@ -66,12 +66,12 @@ def test_a_warm_start_whose_tokenizer_files_were_deleted_is_rebuilt_saying_so(tm
     trainer = _trainer(workdir)
     for file in (workdir / "warm_start").glob("tokenizer*.json"):
         file.unlink()
-    status, why = warm_start_status(workdir / "warm_start", trainer.config)
+    status, why = warm_start_status(workdir / "warm_start", trainer.warm_start.inputs)
     assert status == "incomplete" and "tokenizer.json: missing" in why[0]
     capsys.readouterr()
     _trainer(workdir)
     assert "rebuilding" in capsys.readouterr().err
-    assert warm_start_status(workdir / "warm_start", trainer.config) == ("matches", [])
+    assert warm_start_status(workdir / "warm_start", trainer.warm_start.inputs) == ("matches", [])
 
 
 SAVE_UNDER_A_FILE_SIZE_LIMIT = """
