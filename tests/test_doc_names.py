@@ -99,10 +99,14 @@ def known_names() -> frozenset[str]:
     return frozenset(names)
 
 
+THIS_FILE = Path(__file__).resolve().relative_to(ROOT).as_posix()
+
+
 @functools.cache
 def script_text() -> str:
     return "\n".join((ROOT / p).read_text(encoding="utf-8", errors="replace")
-                     for p in tracked() if p.endswith((".py", ".sh")) and (ROOT / p).is_file())
+                     for p in tracked() if p.endswith((".py", ".sh")) and (ROOT / p).is_file()
+                     and p != THIS_FILE)  # its own made-up names must stay missing
 
 
 def module_file(dotted: str) -> str | None:
