@@ -23,7 +23,7 @@ Ends with one JSON line ``{"bench": "branching", "leaves": ..., "independent": {
 Run: ``python -m experiments.bench.branching --checkpoint DIR [--groups 4 --group-size 8] [--roots 2
 --branches 3 --fork-at uniform] [--rounds 1]`` (``DIR``: the converted SmolLM2 checkpoint,
 docs/results/real-llm.md); measured in docs/results/branching.md. ``--smoke``: the demo recipe in
-miniature (one group of four leaves, three steps, one root and one branch per fork) on a tiny random
+miniature (one group of four leaves, two steps, one root and one branch per fork) on a tiny random
 policy unless ``--checkpoint`` is given.
 """
 
@@ -43,7 +43,7 @@ from experiments.bench.lm_head import load_policy, recipe_arguments, with_smoke_
 from experiments.bench.sampler_rollout import SMOKE_RECIPE, checkpoint_problem, recipe_policy
 
 ARMS = ("independent", "tree")
-SMOKE_STEPS = 3  # the smoke recipe plays one step (sampler_rollout.SMOKE_OVERRIDES): a fork needs a second
+SMOKE_STEPS = 2  # the smoke recipe plays one step (sampler_rollout.SMOKE_OVERRIDES): a fork needs a second
 PER_LEAF = ("env_steps", "leaf_steps", "prompt_tokens", "prefill_positions", "update_rows", "update_alone",
             "update_tree_packed", "update_alone_processed", "update_tree_packed_processed")
 
