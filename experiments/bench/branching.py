@@ -219,11 +219,15 @@ def run(args) -> dict:
         "counts_repeat": repeat,
         "devices": f"{jax.device_count()} x {jax.devices()[0].device_kind}",
     }
+    print_per_leaf(per_leaf, ratios)
+    print(json.dumps(figures))
+    return figures
+
+
+def print_per_leaf(per_leaf: dict, ratios: dict) -> None:
     for key in ("env_steps", "prompt_tokens", "prefill_positions", "update_alone", "update_tree_packed"):
         print(f"per leaf {key:<20} independent {per_leaf['independent'][key]:9.1f}  tree {per_leaf['tree'][key]:9.1f}  "
               f"({ratios[key]:.2f}x)")
-    print(json.dumps(figures))
-    return figures
 
 
 if __name__ == "__main__":
