@@ -11,11 +11,12 @@ update, per leaf, against K independent rollouts, in one process from the same p
    played, steps from the root over all leaves, prompt tokens sent, prefill positions the sampler
    ran (shared prompt prefixes once, padding included).
 3. Per arm, the update's positions over the rows the trainer would build (``tree_training_steps``:
-   a shared step is one row), one epoch of the recipe's mini-batches in its row order, packed as the
-   trainer packs them (``pack_micro_batches``): each row alone (``ppo.share_prefixes`` off) and
-   tree-packed (``update_sharing``); computed (not padding) and processed (padding included).
+   a shared step is one row), one epoch of the recipe's mini-batches in its row order (shuffled with
+   ``--seed``), packed as the trainer packs them (``pack_micro_batches``): each row alone
+   (``ppo.share_prefixes`` off) and tree-packed (``update_sharing``); computed (not padding) and
+   processed (padding included). ``counts_repeat``: the timed rounds' counts equal the first play's.
 4. With ``--rounds N`` (N >= 1) both arms play again N times in rotating order and the rollouts'
-   seconds are reported (the first play compiles and is not timed); the counts must repeat.
+   seconds are reported (the first play compiles and is not timed).
 
 Every count is also given per leaf (divided by the G x K leaves), with the ratios independent / tree.
 Ends with one JSON line ``{"bench": "branching", "leaves": ..., "independent": {...}, "tree": {...},
@@ -165,12 +166,13 @@ def run(args) -> dict:
     import jax
 
     from envs_bridge.client import EnvPool
+    from milegpo_jax.config.sections import BranchingSection
     from milegpo_jax.rollout.branching import TreeShape
 
     base, _, model, tokenizer = load_policy(args)
     tree = tree_config(base, args)
-    configs = {"independent": dataclasses.replace(tree, env=dataclasses.replace(tree.env, branching=base.env.branching)),
-               "tree": tree}
+    off = dataclasses.replace(tree.env, branching=BranchingSection())  # off whatever the recipe says
+    configs = {"independent": dataclasses.replace(tree, env=off), "tree": tree}
     shapes = {arm: TreeShape.from_config(configs[arm].env.branching, configs[arm].env.group_size) for arm in ARMS}
     env = tree.env
     policy = recipe_policy(tree, model, tokenizer)
