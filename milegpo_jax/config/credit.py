@@ -15,6 +15,7 @@ from typing import Any
 
 from milegpo_jax.config.checks import ConfigError, choice, suggestion
 from milegpo_jax.config.text import parse_text, split_assignment
+from milegpo_jax.credit import registry
 from milegpo_jax.credit.config import (
     DEFAULT_RECIPE,
     ESTIMATORS,
@@ -43,9 +44,10 @@ def _check(self) -> None:
         choice("credit.recipe", self.recipe, RECIPES)
     if self.stage is not None:
         choice("credit.stage", self.stage, STAGES)
-        if self.estimator != "milegpo":
+        if not registry.spec_of(self.estimator).stages:
             raise ConfigError(
-                f"credit.stage={self.stage!r} applies to milegpo only; set credit.stage=None for {self.estimator}"
+                f"credit.stage={self.stage!r} applies to {', '.join(registry.staged())} only; "
+                f"set credit.stage=None for {self.estimator}"
             )
     self.build()
 
@@ -69,7 +71,7 @@ CreditSection = dataclasses.make_dataclass(
         ("estimator", str, dataclasses.field(default="milegpo")),
         # None: the environment's recipe (its spec's credit_recipe)
         ("recipe", typing.Optional[str], dataclasses.field(default=None)),
-        # MileGPO only: full (None), rcs (w/o PCC), md (w/o PCC and RCS)
+        # the estimators with stages (MileGPO: full (None), rcs (w/o PCC), md (w/o PCC and RCS))
         ("stage", typing.Optional[str], dataclasses.field(default=None)),
     ]
     + [(name, typing.Optional[hint], dataclasses.field(default=None)) for name, hint in OPTION_TYPES.items()],
