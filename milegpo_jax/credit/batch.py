@@ -26,11 +26,15 @@ import numpy as np
 from milegpo_jax.credit.columns import RolloutColumns
 from milegpo_jax.credit.passes import ALL_PARTS, PASSES, ROWS, PassInput, padded_size, with_needed
 from milegpo_jax.credit.passes.nodes import SINK, number_nodes
+from milegpo_jax.credit.registry import load
 from milegpo_jax.shapes import bucket_size  # re-exported: tests import it from here
 
 __all__ = ["SINK", "BatchLayout", "CreditBatch", "bucket_size", "build_batch", "padded_batch"]
 
 
+# Every pass's build, imported once here, as estimators/run.py imports the programs (one imported
+# later would come from whichever checkout sys.path names then: experiments/bench/credit_versions.py).
+_BUILDS = [(host_pass.name, load(host_pass.build)) for host_pass in PASSES]
 _PART_FIELDS = [field.name for host_pass in PASSES for field in host_pass.fields]
 _FIRST_FIELDS = [(host_pass.name, host_pass.fields[0].name) for host_pass in PASSES]  # a part is built or not
 
@@ -118,9 +122,9 @@ def padded_batch(
     place = fields.pop("place")
     # one dict: each pass sees the fields of the passes before it
     given = PassInput(fields, (G, K, T, N), lengths, group_sizes, nodes, place, bucket, min_edges)
-    for host_pass in PASSES:  # in the table's order: a part after those it needs
-        if host_pass.name in parts:
-            fields.update(host_pass.run(given))
+    for part, build in _BUILDS:  # in the table's order: a part after those it needs
+        if part in parts:
+            fields.update(build(given))
     batch = CreditBatch(**fields)
 
     def layout() -> BatchLayout:

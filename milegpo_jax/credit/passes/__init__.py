@@ -10,16 +10,15 @@ each into) and its build. ``batch.CreditBatch``'s fields, the part names a spec 
 this order, all follow from the two tables. ``table.py`` is the open-addressing table of pairs the
 edge pass numbers with.
 
-A build is named by ``"module:function"`` and imported on first use, as the registry names programs,
-so that this table, and the registry and config that read it, import no numba (half a second).
+A build is named by ``"module:function"``, as the registry names programs, and imported by
+``batch.py``, so that this table, and the registry and config that read it, import no numba (half a
+second).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from typing import TYPE_CHECKING, NamedTuple
 
 from milegpo_jax.shapes import bucket_size
@@ -58,11 +57,6 @@ class HostPass:
     needs: tuple[str, ...]  # the parts it is built from (before it in PASSES)
     fields: tuple[Field, ...]  # the ``CreditBatch`` fields it fills (None in a batch built without it)
     build: str  # "module:function": ``f(PassInput) -> {field name: padded array}``
-
-    @functools.cached_property
-    def run(self) -> Callable[[PassInput], dict[str, np.ndarray]]:
-        module, function = self.build.split(":")
-        return getattr(importlib.import_module(module), function)
 
 
 ROWS = (
