@@ -3,7 +3,8 @@
 The fields of one type and shape are stacked into one array: 8 arrays instead of up to 21 to hold
 on the device. A batch from the host passes goes to the jitted call unpacked, since stacking it
 costs more there than the arguments it saves (docs/credit.md §10.1). Which fields a plane holds
-follows from the batch's host parts alone, which the packed batch carries as static data (part of
+follows from the batch's host parts alone (each field names its plane in ``passes.ROWS`` and
+``passes.PASSES``), which the packed batch carries as static data (part of
 the compiled program's key); inside the program ``unpack`` gives the named ``CreditBatch`` back, so
 that no program ever addresses a plane.
 """
@@ -74,10 +75,10 @@ def unpack(packed: PackedBatch) -> CreditBatch:
     parts = packed.parts
     fields = {name: getattr(packed, name) for name in _ALONE}
     for plane, (dtype, axes) in PLANES.items():
-        names = [field for field in fields_of(parts) if field.plane == plane]
-        for i, field in enumerate(names):
+        members = [field for field in fields_of(parts) if field.plane == plane]
+        for i, field in enumerate(members):
             fields[field.name] = getattr(packed, plane)[(..., i, *(slice(None),) * axes)]
-        for field in names:  # a flag kept in an int plane (node_mask) back to bool
+        for field in members:  # a flag kept in an int plane (node_mask) back to bool
             if field.dtype == "bool" and dtype is not np.bool_:
                 fields[field.name] = fields[field.name] != 0
     return CreditBatch(**fields)

@@ -35,7 +35,6 @@ READS = (*HOST_PARTS, "milestones", "ema")
 LEVELS = ("group", "batch")
 
 
-
 @dataclasses.dataclass(frozen=True)
 class Rule:
     """The check of one ``CreditConfig`` option: ``refuses(value)`` is an error "name=value: must <text>"."""
