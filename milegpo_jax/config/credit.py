@@ -15,11 +15,11 @@ from typing import Any
 
 from milegpo_jax.config.checks import ConfigError, choice, suggestion
 from milegpo_jax.config.text import parse_text, split_assignment
-from milegpo_jax.credit import registry
 from milegpo_jax.credit.config import (
     DEFAULT_RECIPE,
     ESTIMATORS,
     RECIPES,
+    STAGED,
     STAGES,
     CreditConfig,
     CreditConfigError,
@@ -44,9 +44,9 @@ def _check(self) -> None:
         choice("credit.recipe", self.recipe, RECIPES)
     if self.stage is not None:
         choice("credit.stage", self.stage, STAGES)
-        if not registry.spec_of(self.estimator).stages:
+        if self.estimator not in STAGED:
             raise ConfigError(
-                f"credit.stage={self.stage!r} applies to {', '.join(registry.staged())} only; "
+                f"credit.stage={self.stage!r} applies to {', '.join(STAGED)} only; "
                 f"set credit.stage=None for {self.estimator}"
             )
     self.build()

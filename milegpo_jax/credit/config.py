@@ -24,6 +24,7 @@ NEEDS_MILESTONES = registry.reading("milestones")
 ON_TREES = registry.on_trees()  # the estimators defined on tree groups (docs/credit.md §14)
 RECIPES = registry.RECIPES
 STAGES = registry.STAGES
+STAGED = registry.staged()  # the estimators that have stages
 
 # Comparisons against a threshold (trap score >= 0.10, m >= θ_m, ψ > 0, c_bcc > 0) treat values
 # within this distance of it as on it. Rates such as 0.25·0.6·(2/3) = 0.1 land on either side of the
