@@ -19,6 +19,7 @@ from milegpo_jax.credit.config import (
     DEFAULT_RECIPE,
     ESTIMATORS,
     RECIPES,
+    STAGED,
     STAGES,
     CreditConfig,
     CreditConfigError,
@@ -43,9 +44,10 @@ def _check(self) -> None:
         choice("credit.recipe", self.recipe, RECIPES)
     if self.stage is not None:
         choice("credit.stage", self.stage, STAGES)
-        if self.estimator != "milegpo":
+        if self.estimator not in STAGED:
             raise ConfigError(
-                f"credit.stage={self.stage!r} applies to milegpo only; set credit.stage=None for {self.estimator}"
+                f"credit.stage={self.stage!r} applies to {', '.join(STAGED)} only; "
+                f"set credit.stage=None for {self.estimator}"
             )
     self.build()
 
@@ -69,7 +71,7 @@ CreditSection = dataclasses.make_dataclass(
         ("estimator", str, dataclasses.field(default="milegpo")),
         # None: the environment's recipe (its spec's credit_recipe)
         ("recipe", typing.Optional[str], dataclasses.field(default=None)),
-        # MileGPO only: full (None), rcs (w/o PCC), md (w/o PCC and RCS)
+        # the estimators with stages (MileGPO: full (None), rcs (w/o PCC), md (w/o PCC and RCS))
         ("stage", typing.Optional[str], dataclasses.field(default=None)),
     ]
     + [(name, typing.Optional[hint], dataclasses.field(default=None)) for name, hint in OPTION_TYPES.items()],

@@ -80,8 +80,8 @@ def compute_credit(
         terms_cfg = cfg if cfg.estimator == "milegpo" else dataclasses.replace(cfg, estimator="milegpo")
         terms = milegpo_terms(batch, terms_cfg)
         diagnostics = credit_diagnostics(batch, terms, advantages, theta_m=terms_cfg.theta_m)
-        if cfg.estimator == "mvpo":
-            diagnostics["mvpo_success_ema"] = ema
+        if "ema" in spec_of(cfg.estimator).reads:  # a batch-level program's success EMA (MVPO's)
+            diagnostics[f"{cfg.estimator}_success_ema"] = ema
     step_advantages = advantages.reshape(-1)[step_index].astype(np.float64)
     if step_of is not None:
         step_advantages = mean_per_step(step_advantages, step_of)

@@ -8,11 +8,14 @@ rarely; padded steps, trajectories, groups and nodes are masked and receive exac
 
 The host structure beyond the rows is built in passes of its own (``credit/passes/``), each only
 when an estimator's spec reads it (``registry.host_parts``); a part that was not built is None in
-the batch, and ``CreditBatch.parts`` says which were (docs/credit.md §10.1).
+the batch, and ``CreditBatch.parts`` says which were (docs/credit.md §10.1). The batch's fields and
+the passes ``padded_batch`` runs follow from the table of host passes (``passes.ROWS``,
+``passes.PASSES``).
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Callable, Collection
 from typing import NamedTuple
@@ -21,52 +24,35 @@ import numba
 import numpy as np
 
 from milegpo_jax.credit.columns import RolloutColumns
-from milegpo_jax.credit.passes import ALL_PARTS, PART_FIELDS, with_needed
-from milegpo_jax.credit.passes.clusters import row_clusters
-from milegpo_jax.credit.passes.edges import number_edges
-from milegpo_jax.credit.passes.hops import sink_hops
+from milegpo_jax.credit.passes import ALL_PARTS, PASSES, ROWS, PassInput, padded_size, with_needed
 from milegpo_jax.credit.passes.nodes import SINK, number_nodes
-from milegpo_jax.credit.passes.regions import loop_regions
-from milegpo_jax.shapes import bucket_size
+from milegpo_jax.credit.registry import load
+from milegpo_jax.shapes import bucket_size  # re-exported: tests import it from here
 
-__all__ = ["SINK", "BatchLayout", "CreditBatch", "build_batch", "padded_batch"]
+__all__ = ["SINK", "BatchLayout", "CreditBatch", "bucket_size", "build_batch", "padded_batch"]
 
 
-class CreditBatch(NamedTuple):
+# Every pass's build, imported once here, as estimators/run.py imports the programs (one imported
+# later would come from whichever checkout sys.path names then: experiments/bench/credit_versions.py).
+_BUILDS = [(host_pass.name, load(host_pass.build)) for host_pass in PASSES]
+_PART_FIELDS = [field.name for host_pass in PASSES for field in host_pass.fields]
+_FIRST_FIELDS = [(host_pass.name, host_pass.fields[0].name) for host_pass in PASSES]  # a part is built or not
+
+
+class CreditBatch(collections.namedtuple(
+    "CreditBatch", [field.name for field in ROWS] + _PART_FIELDS, defaults=[None] * len(_PART_FIELDS), module=__name__,
+)):
     """Padded arrays of G groups x K trajectories x T steps, N nodes and E distinct edges per group (a
-    JAX pytree; under vmap a program sees one group's [K, T] / [N] / [E] arrays). The fields after
-    ``node_mask`` belong to a host part (``passes.PART_FIELDS``) and are None where it was not built."""
+    JAX pytree; under vmap a program sees one group's [K, T] / [N] / [E] arrays): a field per entry of
+    ``passes.ROWS``, then per field of each host pass (``passes.PASSES``, where each field's type,
+    shape and meaning are written), None where that part was not built."""
 
-    src: np.ndarray  # int32 [G, K, T] node id of s_t
-    dst: np.ndarray  # int32 [G, K, T] node id of s_{t+1} (SINK on a successful final step)
-    action: np.ndarray  # int32 [G, K, T] per-group action id
-    reward: np.ndarray  # float32 [G, K, T] env reward of the step
-    valid: np.ndarray  # bool [G, K, T] format validity of the response
-    step_mask: np.ndarray  # bool [G, K, T] real step
-    milestone: np.ndarray  # bool [G, K, T] the step completes the next env milestone (BEACON; False if unrecorded)
-    traj_mask: np.ndarray  # bool [G, K] real trajectory
-    last_state: np.ndarray  # int32 [G, K] s_T: next state of the trajectory's last step
-    node_mask: np.ndarray  # bool [G, N] real node (the sink only if the group has a success)
-    # "edges" (passes/edges.py)
-    edge: np.ndarray | None = None  # int32 [G, K, T] the step's edge id (E on padded rows)
-    first_use: np.ndarray | None = None  # bool [G, K, T] the step is its trajectory's first use of its edge
-    edge_src: np.ndarray | None = None  # int32 [G, E] u of each distinct edge (0 on padded edges)
-    edge_dst: np.ndarray | None = None  # int32 [G, E] v of each distinct edge
-    edge_mask: np.ndarray | None = None  # bool [G, E] real edge
-    # "hops" (passes/hops.py)
-    sink_hops: np.ndarray | None = None  # int32 [G, N] hops to the sink; -1 if unreachable or no success
-    # "regions" (passes/regions.py)
-    region: np.ndarray | None = None  # int32 [G, N] MVPO's loop-body region: the least node id of the set
-    # "clusters" (passes/clusters.py)
-    state_action: np.ndarray | None = None  # int32 [G, K, T] ECPO's (s_t, action) cluster; K·T on padded rows
-    history2: np.ndarray | None = None  # int32 [G, K, T] HGPO's order-2 history id; K·T where t = 0 or padded
-    history3: np.ndarray | None = None  # int32 [G, K, T] HGPO's order-3 history id; K·T where t < 2
-    first_visit: np.ndarray | None = None  # bool [G, K, T] s_{t+1} is none of s_0..s_t (ProGPO's novelty)
+    __slots__ = ()
 
     @property
     def parts(self) -> frozenset[str]:
         """The host parts this batch was built with."""
-        return frozenset(part for part, fields in PART_FIELDS.items() if getattr(self, fields[0]) is not None)
+        return frozenset(part for part, first in _FIRST_FIELDS if getattr(self, first) is not None)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,9 +96,11 @@ def padded_batch(
     ``BatchLayout`` (Python tuples of names and lengths, which a caller that only needs per-step values
     never builds) and the place of every step in the flattened [G, K, T] arrays, in the steps'
     (trajectory-major) order. ``bucket=False`` pads only to the largest size; the minima fix a floor,
-    so that a caller can keep one shape across batches. E is 0 without the edges.
+    so that a caller can keep one shape across batches; E is sized by the edge pass, and a batch
+    without the edges has no [G, E] field.
 
-    Compiled passes (numba) over the steps, one per part: at the paper's batch size the equivalent
+    The rows first, then the pass of each part in the table's order (``passes.PASSES``), each given
+    the fields built so far. Compiled passes (numba) over the steps, one per part: at the paper's batch size the equivalent
     numpy spent most of its time in the overhead of some hundred small calls (docs/credit.md §10.1)."""
     parts = with_needed(parts)
     lengths = np.asarray(columns.lengths, np.int64)
@@ -122,14 +110,9 @@ def padded_batch(
         np.asarray(columns.state, np.int64), np.asarray(columns.next_state, np.int64),
         np.asarray(columns.action, np.int64), reward, lengths, group_sizes,
     )
-    edges = number_edges(nodes.src, nodes.dst, lengths, group_sizes) if "edges" in parts else None
-    sizes = (
-        len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(nodes.states_per_group.max()) + 1,
-        int(edges.edges_per_group.max()) if edges is not None else 0,
-    )
-    minima = (min_groups, min_trajectories, min_steps, min_nodes, min_edges)
-    G, K, T, N, E = (bucket_size(s, m) if bucket else max(s, m) for s, m in zip(sizes, minima))
-    E = E if edges is not None else 0
+    sizes = (len(group_sizes), int(group_sizes.max()), int(lengths.max()), int(nodes.states_per_group.max()) + 1)
+    minima = (min_groups, min_trajectories, min_steps, min_nodes)
+    G, K, T, N = (padded_size(s, m, bucket) for s, m in zip(sizes, minima))
     rows = _pad_rows(
         nodes.src, nodes.dst, nodes.action, reward, np.asarray(columns.valid, np.bool_),
         np.asarray(columns.milestone, np.int8), nodes.succeeded, lengths, group_sizes, nodes.states_per_group,
@@ -137,18 +120,11 @@ def padded_batch(
     )
     fields = rows._asdict()
     place = fields.pop("place")
-    if edges is not None:
-        fields.update(_pad_edges(
-            edges.edge, edges.first_use, edges.edge_src, edges.edge_dst, edges.edges_per_group, place, G, K, T, E,
-        )._asdict())
-    if "hops" in parts:
-        fields["sink_hops"] = sink_hops(fields["edge_src"], fields["edge_dst"], fields["edge_mask"],
-                                        fields["node_mask"][:, SINK], N)
-    if "regions" in parts:
-        fields["region"] = loop_regions(fields["src"], fields["last_state"], lengths, group_sizes, N)
-    if "clusters" in parts:
-        clusters = row_clusters(fields["src"], fields["dst"], fields["action"], fields["valid"], lengths, group_sizes, N)
-        fields.update(clusters._asdict())
+    # one dict: each pass sees the fields of the passes before it
+    given = PassInput(fields, (G, K, T, N), lengths, group_sizes, nodes, place, bucket, min_edges)
+    for part, build in _BUILDS:  # in the table's order: a part after those it needs
+        if part in parts:
+            fields.update(build(given))
     batch = CreditBatch(**fields)
 
     def layout() -> BatchLayout:
@@ -208,34 +184,4 @@ def _pad_rows(src, dst, action, reward, valid, milestone, succeeded, lengths, gr
     return PaddedRows(
         src=padded_src, dst=padded_dst, action=padded_action, reward=rewards, valid=padded_valid, step_mask=step_mask,
         milestone=padded_milestone, traj_mask=traj_mask, last_state=last_state, node_mask=node_mask, place=place,
-    )
-
-
-class EdgeFields(NamedTuple):
-    """What ``_pad_edges`` returns: the batch's "edges" fields."""
-
-    edge: np.ndarray
-    first_use: np.ndarray
-    edge_src: np.ndarray
-    edge_dst: np.ndarray
-    edge_mask: np.ndarray
-
-
-@numba.njit(cache=True)
-def _pad_edges(edge, first_use, edge_src, edge_dst, edges_per_group, place, G, K, T, E):
-    """The padded "edges" fields of the numbered edges (padded rows: edge id E, a spare slot)."""
-    padded_edge = np.full(G * K * T, E, np.int32)
-    padded_first_use = np.zeros(G * K * T, np.bool_)
-    for s in range(len(place)):
-        padded_edge[place[s]], padded_first_use[place[s]] = edge[s], first_use[s]
-    ends_src, ends_dst = np.zeros((G, E), np.int32), np.zeros((G, E), np.int32)
-    edge_mask = np.zeros((G, E), np.bool_)
-    numbered = 0
-    for g in range(len(edges_per_group)):
-        for e in range(edges_per_group[g]):
-            ends_src[g, e], ends_dst[g, e], edge_mask[g, e] = edge_src[numbered], edge_dst[numbered], True
-            numbered += 1
-    return EdgeFields(
-        edge=padded_edge.reshape(G, K, T), first_use=padded_first_use.reshape(G, K, T), edge_src=ends_src,
-        edge_dst=ends_dst, edge_mask=edge_mask,
     )

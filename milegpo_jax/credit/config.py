@@ -1,7 +1,8 @@
 """Credit-assignment configuration: one frozen dataclass, with the recipes of docs/credit.md §5.10.
 
 Every reconstruction choice R1-R16 of docs/credit.md §5.12 that is not fixed by the data model is an
-option here, defaulting to the documented choice. ``make_credit_config`` applies, in order: the field
+option here, defaulting to the documented choice; its check sits with the estimator that reads it
+(``EstimatorSpec.options``, or ``registry.SHARED_OPTIONS``). ``make_credit_config`` applies, in order: the field
 defaults, the estimator's recipe defaults (its ``EstimatorSpec.recipes`` in ``credit/registry.py``:
 verl-agent run scripts for GRPO/GiGPO/GraphGPO, paper Table 5 for MileGPO), the MileGPO stage, then
 user overrides (typed values; a command line's ``--set key=value`` text is parsed by
@@ -23,6 +24,7 @@ NEEDS_MILESTONES = registry.reading("milestones")
 ON_TREES = registry.on_trees()  # the estimators defined on tree groups (docs/credit.md §14)
 RECIPES = registry.RECIPES
 STAGES = registry.STAGES
+STAGED = registry.staged()  # the estimators that have stages
 
 # Comparisons against a threshold (trap score >= 0.10, m >= θ_m, ψ > 0, c_bcc > 0) treat values
 # within this distance of it as on it. Rates such as 0.25·0.6·(2/3) = 0.1 land on either side of the
@@ -36,23 +38,6 @@ THRESHOLD_TOLERANCE = 1e-6
 # invalid penalty) differ by float rounding, and mean-std normalisation would blow that noise up to
 # O(1) advantages. Real spreads of these returns are many orders of magnitude larger.
 TIE_RELATIVE_TOLERANCE = 1e-5
-
-_CHOICES = {
-    "estimator": ESTIMATORS,
-    "stage": STAGES,
-    "norm_mode": ("mean_std", "mean"),
-    "episode_norm_mode": ("same", "mean_std", "mean"),
-    "episode_stats": ("cross_steps", "per_trajectory"),
-    "unreachable": ("zero", "dmax_plus_one"),
-    "visit_states": ("all", "sources"),
-    "degree_mode": ("distinct", "multigraph"),
-    "successful_edge": ("any", "majority"),
-    "progress_norm": ("all_nodes", "candidates"),
-    "invalid_penalty_target": ("both", "none", "mix_only"),
-    "precision": ("float32", "float64"),
-    "progpo_base": ("gigpo", "grpo"),
-    "mvpo_route": ("anchor", "all"),
-}
 
 
 class CreditConfigError(ValueError):
@@ -145,30 +130,15 @@ class CreditConfig:
     precision: str = "float32"
 
     def __post_init__(self):
-        for name, allowed in _CHOICES.items():
+        # every option's check is written once, in the registry (docs/credit.md §13)
+        for name, allowed in (("estimator", ESTIMATORS), ("stage", STAGES)):
+            if getattr(self, name) not in allowed:
+                raise CreditConfigError(f"{name}={getattr(self, name)!r}: must be one of {', '.join(allowed)}")
+        for name, rule in registry.OPTION_RULES.items():
             value = getattr(self, name)
-            if value not in allowed:
-                raise CreditConfigError(f"{name}={value!r}: must be one of {', '.join(allowed)}")
-        for name in ("gamma", "graph_gamma", "omega", "g2po_gamma", "beacon_gamma"):
-            value = getattr(self, name)
-            if not 0.0 < value <= 1.0:
-                raise CreditConfigError(f"{name}={value}: must lie in (0, 1]")
-        if self.epsilon < 0 or self.invalid_penalty < 0:
-            raise CreditConfigError("epsilon and invalid_penalty must be >= 0")
-        if self.kappa_bc not in (0, 1):
-            raise CreditConfigError(f"kappa_bc={self.kappa_bc}: must be 0 or 1")
-        if self.min_node_support < 1 or self.min_trap_visits < 1:
-            raise CreditConfigError("min_node_support and min_trap_visits must be >= 1")
-        if not 0 <= self.hgpo_history <= 8:
-            raise CreditConfigError(f"hgpo_history={self.hgpo_history}: must lie in 0..8")
-        if not 0.0 <= self.mvpo_ema_beta < 1.0:
-            raise CreditConfigError(f"mvpo_ema_beta={self.mvpo_ema_beta}: must lie in [0, 1)")
-        for name in ("ecpo_kappa", "ecpo_gate_epsilon", "g2po_anchor_penalty"):
-            if getattr(self, name) < 0:
-                raise CreditConfigError(f"{name}={getattr(self, name)}: must be >= 0")
-        for name in ("ecpo_tau", "mvpo_success_ref"):
-            if getattr(self, name) <= 0:
-                raise CreditConfigError(f"{name}={getattr(self, name)}: must be > 0")
+            if rule is not None and rule.refuses(value):
+                shown = repr(value) if isinstance(value, str) else value
+                raise CreditConfigError(f"{name}={shown}: must {rule.text}")
 
     @property
     def resolved_episode_norm_mode(self) -> str:

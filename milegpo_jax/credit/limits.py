@@ -80,16 +80,17 @@ def abstract_batch(shape: tuple[int, int, int, int, int]):
     import jax
 
     from milegpo_jax.credit.passes import ALL_PARTS
-    from milegpo_jax.credit.planes import PackedBatch, node_fields, step_flag_fields, step_int_fields
+    from milegpo_jax.credit.planes import PLANES, PackedBatch, plane_fields
 
     G, K, T, N, E = shape
+    count = {plane: len(plane_fields(plane, ALL_PARTS)) for plane in PLANES}
     return PackedBatch(
-        step_ints=jax.ShapeDtypeStruct((G, len(step_int_fields(ALL_PARTS)), K, T), np.int32),
-        step_flags=jax.ShapeDtypeStruct((G, len(step_flag_fields(ALL_PARTS)), K, T), bool),
+        step_ints=jax.ShapeDtypeStruct((G, count["step_ints"], K, T), np.int32),
+        step_flags=jax.ShapeDtypeStruct((G, count["step_flags"], K, T), bool),
         reward=jax.ShapeDtypeStruct((G, K, T), np.float32), traj_mask=jax.ShapeDtypeStruct((G, K), bool),
         last_state=jax.ShapeDtypeStruct((G, K), np.int32),
-        node_ints=jax.ShapeDtypeStruct((G, len(node_fields(ALL_PARTS)), N), np.int32),
-        edge_ends=jax.ShapeDtypeStruct((G, 2, E), np.int32), edge_mask=jax.ShapeDtypeStruct((G, E), bool),
+        node_ints=jax.ShapeDtypeStruct((G, count["node_ints"], N), np.int32),
+        edge_ends=jax.ShapeDtypeStruct((G, count["edge_ends"], E), np.int32), edge_mask=jax.ShapeDtypeStruct((G, E), bool),
         parts=ALL_PARTS,
     )
 

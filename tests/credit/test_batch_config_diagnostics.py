@@ -279,6 +279,14 @@ def test_mvpo_ema_chains_through_compute_credit():
     assert compute_credit(columns_from_groups(groups), make_credit_config("gigpo"), with_diagnostics=False, ema_prev=0.3).ema == pytest.approx(0.3)
 
 
+def test_the_success_ema_is_a_diagnostic_of_the_estimator_that_carries_it():
+    """A spec that reads the EMA (MVPO's) reports it among the diagnostics; no other does."""
+    columns = columns_from_groups([EXAMPLES["A"]["group"]])
+    mvpo = compute_credit(columns, make_credit_config("mvpo"))
+    assert mvpo.diagnostics["mvpo_success_ema"] == mvpo.ema == pytest.approx(0.05)
+    assert not [key for key in compute_credit(columns, make_credit_config("gigpo")).diagnostics if "ema" in key]
+
+
 def test_step_advantages_are_the_nested_advantages_in_step_order():
     """The trainer pairs ``step_advantages[i]`` with the i-th step of the columns (trajectory-major)."""
     groups = [EXAMPLES[name]["group"] for name in ("A", "B", "C")]

@@ -47,3 +47,23 @@ def test_a_bad_spec_is_refused():
         dataclasses.replace(spec, level="batch")
     with pytest.raises(ValueError, match="recipes"):
         dataclasses.replace(spec, recipes={"alfworld": {}})
+
+
+def test_each_option_has_one_check_written_with_its_estimator(monkeypatch):
+    """docs/credit.md §13: CreditConfig runs every option's check whatever the estimator, with the
+    messages the checks always gave; an option several estimators read has one check."""
+    assert set(registry.OPTION_RULES) == {field.name for field in dataclasses.fields(CreditConfig)} - {"estimator"}
+    assert registry.OPTION_RULES["gamma"] is registry.UNIT  # GiGPO's, HGPO's, ECPO's, ProGPO's and MVPO's
+    for estimator, bad, message in (
+        ("grpo", {"hgpo_history": 9}, "hgpo_history=9: must lie in 0..8"),
+        ("milegpo", {"gamma": 0.0}, r"gamma=0.0: must lie in \(0, 1\]"),
+        ("gigpo", {"progpo_base": "none"}, "progpo_base='none': must be one of gigpo, grpo"),
+        ("mvpo", {"min_trap_visits": 0}, "min_trap_visits=0: must be >= 1"),
+        ("mvpo", {"epsilon": -1}, r"epsilon=-1.0: must be >= 0"),
+    ):
+        with pytest.raises(CreditConfigError, match=message):
+            make_credit_config(estimator, overrides=bad)
+    clash = dataclasses.replace(registry.spec_of("gigpo"), name="clash", options={"gamma": registry.POSITIVE})
+    monkeypatch.setattr(registry, "SPECS", (*registry.SPECS, clash))
+    with pytest.raises(ValueError, match="estimator clash: option gamma has one check"):
+        registry._option_rules()

@@ -13,6 +13,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from milegpo_jax.credit.passes import PassInput
 from milegpo_jax.credit.passes.table import EMPTY, FIBONACCI, largest_group_steps
 
 
@@ -21,6 +22,12 @@ class RowClusters(NamedTuple):
     history2: np.ndarray  # int32 [G, K, T] HGPO's (s_{t-1}, s_t); K·T where t = 0
     history3: np.ndarray  # int32 [G, K, T] HGPO's (s_{t-2}, s_{t-1}, s_t); K·T where t < 2
     first_visit: np.ndarray  # bool [G, K, T] s_{t+1} is none of s_0..s_t of the trajectory
+
+
+def build(given: PassInput) -> dict[str, np.ndarray]:
+    """The "clusters" fields (``passes.PASSES``)."""
+    f = given.fields
+    return row_clusters(f["src"], f["dst"], f["action"], f["valid"], given.lengths, given.group_sizes, given.shape[3])._asdict()
 
 
 @numba.njit(cache=True)

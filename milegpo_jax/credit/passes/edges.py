@@ -1,6 +1,7 @@
 """Edge numbering (docs/credit.md §10.1): each group's distinct transitions (u, v) 0, 1, ... in order
 of first use, and whether a step is its trajectory's first use of its edge. Read by the programs
-through the spec's ``edges`` and needed by the hops pass.
+through the spec's ``edges`` and needed by the hops pass. The pass adds the batch's size E, the
+most distinct edges of a group, padded like the other sizes.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from milegpo_jax.credit.passes import PassInput, padded_size
 from milegpo_jax.credit.passes.table import clear, largest_group_steps, pair_id, pair_table
 
 
@@ -51,4 +53,46 @@ def number_edges(src, dst, lengths, group_sizes) -> EdgeNumbering:
     return EdgeNumbering(
         edge=edge, first_use=first_use, edge_src=edge_src[:numbered], edge_dst=edge_dst[:numbered],
         edges_per_group=edges_per_group,
+    )
+
+
+def build(given: PassInput) -> dict[str, np.ndarray]:
+    """The "edges" fields (``passes.PASSES``)."""
+    nodes = given.nodes
+    numbered = number_edges(nodes.src, nodes.dst, given.lengths, given.group_sizes)
+    E = padded_size(int(numbered.edges_per_group.max()), given.min_edges, given.bucket)
+    G, K, T, _ = given.shape
+    return _pad_edges(
+        numbered.edge, numbered.first_use, numbered.edge_src, numbered.edge_dst, numbered.edges_per_group,
+        given.place, G, K, T, E,
+    )._asdict()
+
+
+class EdgeFields(NamedTuple):
+    """What ``_pad_edges`` returns: the batch's "edges" fields."""
+
+    edge: np.ndarray
+    first_use: np.ndarray
+    edge_src: np.ndarray
+    edge_dst: np.ndarray
+    edge_mask: np.ndarray
+
+
+@numba.njit(cache=True)
+def _pad_edges(edge, first_use, edge_src, edge_dst, edges_per_group, place, G, K, T, E):
+    """The padded "edges" fields of the numbered edges (padded rows: edge id E, a spare slot)."""
+    padded_edge = np.full(G * K * T, E, np.int32)
+    padded_first_use = np.zeros(G * K * T, np.bool_)
+    for s in range(len(place)):
+        padded_edge[place[s]], padded_first_use[place[s]] = edge[s], first_use[s]
+    ends_src, ends_dst = np.zeros((G, E), np.int32), np.zeros((G, E), np.int32)
+    edge_mask = np.zeros((G, E), np.bool_)
+    numbered = 0
+    for g in range(len(edges_per_group)):
+        for e in range(edges_per_group[g]):
+            ends_src[g, e], ends_dst[g, e], edge_mask[g, e] = edge_src[numbered], edge_dst[numbered], True
+            numbered += 1
+    return EdgeFields(
+        edge=padded_edge.reshape(G, K, T), first_use=padded_first_use.reshape(G, K, T), edge_src=ends_src,
+        edge_dst=ends_dst, edge_mask=edge_mask,
     )

@@ -8,7 +8,15 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from milegpo_jax.credit.passes import PassInput
 from milegpo_jax.credit.passes.nodes import SINK
+
+
+def build(given: PassInput) -> dict[str, np.ndarray]:
+    """The "hops" field (``passes.PASSES``), from the padded edges."""
+    fields = given.fields
+    has_sink = fields["node_mask"][:, SINK]
+    return {"sink_hops": sink_hops(fields["edge_src"], fields["edge_dst"], fields["edge_mask"], has_sink, given.shape[3])}
 
 
 @numba.njit(cache=True)

@@ -14,6 +14,14 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from milegpo_jax.credit.passes import PassInput
+
+
+def build(given: PassInput) -> dict[str, np.ndarray]:
+    """The "regions" field (``passes.PASSES``)."""
+    fields = given.fields
+    return {"region": loop_regions(fields["src"], fields["last_state"], given.lengths, given.group_sizes, given.shape[3])}
+
 
 @numba.njit(cache=True)
 def loop_regions(src, last_state, lengths, group_sizes, num_nodes):
