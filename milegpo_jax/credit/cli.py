@@ -19,9 +19,10 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from milegpo_jax.config import parse_credit_options
 from milegpo_jax.credit import registry
 from milegpo_jax.credit.columns import check_columns_for, columns_from_groups
 from milegpo_jax.credit.config import CreditConfigError, make_credit_config
@@ -97,12 +98,15 @@ def _write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None, parse_options: Callable[[Sequence[str]], dict[str, Any]]) -> int:
+    """The command (``argv``: its arguments, None: sys.argv's); ``parse_options`` reads ``--set key=value``
+    as the options' types: the config's one text parser, passed in by ``credit/__main__.py`` so that
+    the credit package imports no config (docs/architecture.md §3)."""
     try:
         args = _parser().parse_args(argv)
         if args.stage is not None and args.stage not in registry.STAGES:
             raise CreditConfigError(f"unknown stage {args.stage!r}: choose one of {', '.join(registry.STAGES)}")
-        cfg = make_credit_config(args.estimator, args.recipe, args.stage, parse_credit_options(args.set))
+        cfg = make_credit_config(args.estimator, args.recipe, args.stage, parse_options(args.set))
         check_limit_options(args)
         output = check_output_place(args.output) if args.output else None
         groups = read_rollout_file(args.input, args.max_input_bytes)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from experiments import replay
-from milegpo_jax.credit import cli
+from milegpo_jax.credit.__main__ import main as credit_main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,7 +81,7 @@ def test_credit_cli_refuses_bad_input(tmp_path, capsys, name, content, extra, fr
     output = tmp_path / "adv.json"
     path = _input(tmp_path, content)
     before = set(tmp_path.iterdir())
-    code = cli.main(["--input", path, "--estimator", "grpo", "--output", str(output), *extra])
+    code = credit_main(["--input", path, "--estimator", "grpo", "--output", str(output), *extra])
     _assert_one_line(capsys, code, fragment)
     assert set(tmp_path.iterdir()) == before  # nothing written
 
@@ -100,7 +100,7 @@ def test_replay_refuses_bad_input(tmp_path, capsys, name, content, extra, fragme
 )
 def test_output_in_a_bad_place_is_refused_before_any_work(tmp_path, capsys, place, fragment):
     before = set(tmp_path.iterdir()) | {tmp_path / "in.json"}
-    code = cli.main(["--input", _file(tmp_path, GOOD), "--estimator", "grpo", "--output", str(tmp_path / place)])
+    code = credit_main(["--input", _file(tmp_path, GOOD), "--estimator", "grpo", "--output", str(tmp_path / place)])
     _assert_one_line(capsys, code, fragment)
     assert set(tmp_path.iterdir()) == before and not (tmp_path / "missing").exists()
 

@@ -54,8 +54,8 @@ def _looping_rollouts(path: Path, steps: int, trajectories: int) -> str:
 
 PEAK_RSS = """
 import resource, sys
-from milegpo_jax.credit import cli
-code = cli.main(sys.argv[1:])
+from milegpo_jax.credit.__main__ import main
+code = main(sys.argv[1:])
 print(code, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
 """
 
