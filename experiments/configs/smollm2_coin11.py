@@ -47,10 +47,12 @@ def get_config(arg=None):
     sft = config.sft
     # Short on purpose: the warm start must leave room to learn (held-out success at most 0.5). 8
     # expert episodes of the 11-room game hold about 100 steps (paths of 15 actions, cut at the cap);
-    # one epoch in batches of 8 is about 12 updates, as many as the 2-room recipe's 10, and teaches
-    # the response format.
+    # one epoch teaches the response format. Batches of 4 rows (about 22 updates): in batches of 8
+    # the full-weight SFT of these prompts passed 16 GB resident and was killed (2026-12-05,
+    # docs/results/llm-credit.md), the remedy the study's design named before any counted run.
     sft.episodes = 8
     sft.epochs = 1
+    sft.batch_rows = 4
 
     run = config.run
     run.name = "smollm2-twx-coin11"
