@@ -46,8 +46,8 @@ def tree_facts(records: Sequence[Mapping], group_leaves: int) -> dict[str, dict]
     facts: dict[str, dict] = {}
     for name in dict.fromkeys(r["contestant"] for r in records):
         runs = [r for r in records if r["contestant"] == name]
-        leaves = [len(r["success"]) * group_leaves for r in runs]
-        row = {"runs": len(runs), "iterations": _mean([len(r["success"]) for r in runs]),
+        leaves = [len(r["env_steps"]) * group_leaves for r in runs]  # success may be read over env steps
+        row = {"runs": len(runs), "iterations": _mean([len(r["env_steps"]) for r in runs]),
                "env_steps": _mean([sum(r["env_steps"]) for r in runs]),
                "env_steps_per_leaf": _mean([sum(r["env_steps"]) / n for r, n in zip(runs, leaves)])}
         if all("forks" in r for r in runs):
