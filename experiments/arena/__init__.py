@@ -10,6 +10,7 @@ analysis.py     run records -> chosen rates, scores, diagnostics, the claim fami
 family.py       pooled (stratified) claims over games, game scales, matched options, the family-wide judgement (pure)
 crossgame.py    several studies' records -> the family's claims, matched-rate comparisons, seed plans (pure)
 power.py        evaluation seeds a claim needs: noncentral-t power, planning spreads (pure)
+budget.py       curves over env steps (--env-steps) and the tree facts of --branching runs (pure)
 envs.py         environment presets, WebShop's search step and backends
 output.py       run files, results.jsonl, tables and the curves PNG
 summary.py      every table and figure from results.jsonl, `python -m experiments.arena summarize`

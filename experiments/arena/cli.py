@@ -58,6 +58,10 @@ def make_parser(prog: str = "python -m experiments.arena", description: str = __
     parser.add_argument("--update", default="pg", help="pg | ppo")
     parser.add_argument("--ppo-epochs", type=int, default=4)
     parser.add_argument("--clip", type=float, default=0.2)
+    parser.add_argument("--branching", default=None, metavar="ROOTS,BRANCHES,FORK_AT",
+                        help="play each group as a tree of --group-size leaves (env.branching's fields), e.g. 2,3,uniform")
+    parser.add_argument("--env-steps", type=int, default=None, metavar="N",
+                        help="each run plays until its training rollouts spent N env steps (instead of --iterations)")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1), help="runs in parallel processes")
     parser.add_argument("--work", required=True, help="work directory (resumable: finished runs are skipped)")
     parser.add_argument("--no-progress", action="store_true")
@@ -86,7 +90,7 @@ def env_options(assignments) -> dict:
     return extra
 
 
-COUNTS = ("groups", "group_size", "tasks", "iterations", "seeds", "ppo_epochs", "max_steps", "jobs", "servers")
+COUNTS = ("groups", "group_size", "tasks", "iterations", "seeds", "ppo_epochs", "max_steps", "jobs", "servers", "env_steps")
 
 
 def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[float], str]:
@@ -104,6 +108,7 @@ def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[f
     if args.update not in UPDATES:
         raise ArenaInputError(f"--update {args.update!r}: choose one of {', '.join(UPDATES)}")
     rates = inputs.parse_rates(args.lr_grid) if args.lr_grid else [args.lr]
+    branching = inputs.parse_branching(args.branching, args.group_size)
     spec = make_arena_env(args.env, args.game, args.max_steps, args.backend, args.servers, env_options(args.env_set))
     env_defaults = env_spec(args.env)  # make_arena_env has refused an unknown env already
     recipe = args.recipe or env_defaults.credit_recipe
@@ -112,8 +117,19 @@ def build(args: argparse.Namespace) -> tuple[ArenaEnv, list, RunSettings, list[f
         groups=args.groups, group_size=args.group_size, tasks=len(train_tasks) or args.tasks or args.groups,
         train_tasks=train_tasks, iterations=args.iterations,
         update=args.update, ppo_epochs=args.ppo_epochs, clip=args.clip, reward_scale=env_defaults.reward_scale,
+        branching=branching, max_env_steps=None if branching is None else episode_cap(spec), env_steps=args.env_steps,
     )
     return spec, contestants, settings, rates, recipe
+
+
+def episode_cap(spec: ArenaEnv) -> int:
+    """The actions an episode of ``spec`` may take: ``--max-steps`` or the preset's cap, else the adapter's default."""
+    import inspect
+
+    options = dict(spec.options)
+    if "max_steps" in options:
+        return int(options["max_steps"])
+    return inspect.signature(env_spec(spec.env).adapter_class().__init__).parameters["max_steps"].default
 
 
 # ------------------------------------------------------------------------- one run (any process)
@@ -205,6 +221,10 @@ def execute(job: dict) -> dict:
     # the run's raw record (results.jsonl): curves and every credit diagnostic per iteration
     done = {"contestant": contestant.name, "seed": job["seed"], "lr": job["lr"], "update": settings.update,
             "success": outcome["success"], "greedy": greedy, "credit": output.credit_columns(credit), "time": outcome["time"]}
+    if settings.counts_env_steps():  # the tree facts; a default run's record stays as it was (docs/arena.md)
+        branching = settings.branching
+        done["branching"] = None if branching is None else dict(zip(("roots", "branches", "fork_at"), branching))
+        done.update({key: outcome[key] for key in output.TREE_FIELDS[1:] if key in outcome})
     output.write_json_atomic(directory / output.DONE_FILE, done)
     return done
 
@@ -240,7 +260,7 @@ def prepare(args: argparse.Namespace, study: dict | None = None):
     inputs.check_runs(seeds * len(contestants) * len(rates) * (len(study["updates"]) if study else 1))
     work = Path(args.work)
     recorded = {"env": spec.label, "env_options": dict(spec.options), "recipe": recipe, "credit_set": args.set,
-                "settings": dataclasses.asdict(settings)}
+                "settings": settings.recorded()}
     if study is not None:
         recorded["study"] = {**study, "lr_grid": rates}
     if work.exists() and not work.is_dir():
@@ -265,7 +285,7 @@ def plan(work: Path, spec: ArenaEnv, settings: RunSettings, runs: list[tuple]) -
     for seed, contestant, rate, update in runs:
         directory = output.run_dir(work, contestant.name, seed, rate, update)
         previous = output.run_record(directory, settings.update)
-        if previous is not None and len(previous["success"]) == settings.iterations:
+        if previous is not None and settings.finished(previous):
             done.append(previous)
         else:
             jobs.append({"spec": spec, "contestant": contestant, "settings": dataclasses.replace(settings, update=update),
@@ -286,7 +306,8 @@ def save_results(work: Path, records: list[dict], names: list[str]) -> None:
     """results.jsonl: the runs in contestant order, then update, rate and seed (summary reads only this)."""
     order = {name: index for index, name in enumerate(names)}
     ordered = sorted(records, key=lambda r: (order[r["contestant"]], r["update"], r["lr"], r["seed"]))
-    output.write_results(work, [{key: record[key] for key in (*output.RECORD_FIELDS, "time")} for record in ordered])
+    fields = (*output.RECORD_FIELDS, "time", *output.TREE_FIELDS)
+    output.write_results(work, [{key: record[key] for key in fields if key in record} for record in ordered])
 
 
 def compact_line(analysed: dict, label: str, records: list[dict], ran: int, started: float, job: str = "arena", **extra) -> str:

@@ -93,11 +93,18 @@ def advantages_and_diagnostics(
     noise: np.random.Generator,
     ema_prev: float = 0.0,
     pad_to: tuple[int, int, int] = (8, 8, 8),
-) -> tuple[list[list[list[float]]], dict, float, tuple[int, int, int]]:
+    step_of: np.ndarray | None = None,
+) -> tuple[list, dict, float, tuple[int, int, int]]:
     """Per-step advantages (group, trajectory, step), the batch's credit diagnostics, MVPO's new EMA and
-    the padded (steps, nodes, edges) used, which the caller passes back as ``pad_to`` for the next batch."""
-    result = compute_credit(rollouts, contestant.config, ema_prev=ema_prev, pad_to=pad_to)
+    the padded (steps, nodes, edges) used, which the caller passes back as ``pad_to`` for the next batch.
+    Tree groups (``step_of``: ``compute_credit``'s, docs/credit.md §14): one advantage per recorded step
+    instead, the mean over the leaves through it (the control: noise per recorded step)."""
+    result = compute_credit(rollouts, contestant.config, ema_prev=ema_prev, pad_to=pad_to, step_of=step_of)
     shape = (result.batch.src.shape[-1], result.batch.node_mask.shape[-1], result.batch.edge_mask.shape[-1])
+    if step_of is not None:
+        steps = result.step_advantages
+        advantages = noise.standard_normal(len(steps)) if contestant.random else steps
+        return [float(x) for x in advantages], result.diagnostics, result.ema, shape
     if not contestant.random:
         return result.advantages, result.diagnostics, result.ema, shape
     noisy = [[[float(x) for x in noise.standard_normal(len(steps))] for steps in group] for group in result.advantages]

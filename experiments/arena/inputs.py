@@ -31,6 +31,7 @@ COUNT_BOUNDS = {
     "seeds": (1, 1000),  # also the count of --select-seeds and of --eval-seeds
     "ppo_epochs": (1, 100),
     "max_steps": (1, 1000),  # actions per episode
+    "env_steps": (1, 10**9),  # a run's budget of training env steps
     "jobs": (1, 64),
     "servers": (1, 64),
 }
@@ -123,6 +124,30 @@ def parse_choices(text: str, name: str, allowed: Sequence[str]) -> list[str]:
     if len(set(values)) != len(values):
         raise ArenaInputError(f"{name} {text!r}: give each value once")
     return values
+
+
+def parse_branching(text: str | None, group_size: int) -> tuple[int, int, str] | None:
+    """``--branching ROOTS,BRANCHES,FORK_AT``: env.branching's fields and rules (docs/training.md, "Tree
+    rollouts"), for a tree of ``group_size`` leaves; None when not given."""
+    if text is None:
+        return None
+    from milegpo_jax.rollout.branching import FORK_RULES
+
+    parts = text.split(",")
+    try:
+        roots, branches, fork_at = int(parts[0]), int(parts[1]), parts[2]
+        if len(parts) != 3:
+            raise ValueError
+    except (ValueError, IndexError):
+        raise ArenaInputError(f"--branching {text!r}: expected ROOTS,BRANCHES,FORK_AT, e.g. 2,3,uniform") from None
+    if not 1 <= roots < group_size:
+        raise ArenaInputError(f"--branching {text!r}: roots must be in 1..{group_size - 1} (below --group-size {group_size}, "
+                              "the leaves of a tree group: the roots and at least one fork)")
+    if not 1 <= branches <= MAX_EPISODES:
+        raise ArenaInputError(f"--branching {text!r}: branches must be in 1..{MAX_EPISODES} (forks made at a fork point)")
+    if fork_at not in FORK_RULES:
+        raise ArenaInputError(f"--branching {text!r}: unknown fork rule {fork_at!r}; choose one of {', '.join(FORK_RULES)}")
+    return roots, branches, fork_at
 
 
 def read_json(path: Path, error: type[ValueError]):

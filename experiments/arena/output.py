@@ -80,6 +80,10 @@ class ResultsError(ValueError):
 
 
 RECORD_FIELDS = ("contestant", "seed", "lr", "update", "success", "greedy", "credit")
+# a run with --branching or --env-steps also records these (docs/arena.md, "Tree groups"): ``branching``
+# (its roots, branches and fork rule, null for independent rollouts) and, per iteration, the env steps its
+# training rollouts spent, and in a tree the forks made and the recorded steps two or more leaves share
+TREE_FIELDS = ("branching", "env_steps", "forks", "shared_steps")
 
 
 def read_results(work: Path) -> list[dict]:

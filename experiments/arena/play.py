@@ -113,6 +113,8 @@ class Episode:
     task_id: int
     nodes: list[Node]
     actions: list[str]
+    parent: int | None = None  # a tree group's fork: its parent leaf, and the steps it shares with it
+    fork_step: int = 0
 
     @property
     def won(self) -> bool:
@@ -191,6 +193,74 @@ class TransitionCache:
         self.stats.seconds += time.perf_counter() - start
         self.stats.policy_steps += sum(len(episode.actions) for episode in episodes)
         return episodes
+
+    def play_tree(self, task_ids: Sequence[int], trees: Sequence, choose: Callable[[int, Node], str]) -> list[Episode]:
+        """Tree groups (docs/arena.md, "Tree groups"): group g's K leaves are ``task_ids[g*K : g*K+K]``,
+        grown by ``trees[g]`` (``milegpo_jax.rollout.branching.GroupTree``: where to fork, and refills) in
+        lockstep turns as ``tree_collector.collect_tree`` grows them: refills, then forks, then one step of
+        every live leaf. A fork copies its parent's path (the trie's answers are the engine's, so a fork is
+        exact); its slot replays that path when the engine is needed. Each leaf's episode is its whole path
+        from the root; ``parent``/``fork_step`` say which steps it shares."""
+        start = time.perf_counter()
+        count, size = len(task_ids), trees[0].shape.leaves
+        self.backend.ensure(count)
+        episodes = [Episode(task_id, [], []) for task_id in task_ids]
+        slot_node: list[Node | None] = [None] * count
+
+        def live(r: int) -> bool:
+            return bool(episodes[r].nodes) and not episodes[r].nodes[-1].done
+
+        self._roots([g * size + k for g, tree in enumerate(trees) for k in range(tree.shape.roots)], episodes, slot_node)
+        while True:
+            refills = []
+            for g, tree in enumerate(trees):
+                if tree.remaining and not any(live(g * size + k) for k in range(size)):
+                    refills += [g * size + k for k in tree.refill()]
+            self._roots(refills, episodes, slot_node)
+            for g, tree in enumerate(trees):
+                base = g * size
+                standing = [(k, len(episodes[base + k].actions), episodes[base + k].nodes[-1].state_key)
+                            for k in range(size) if live(base + k)]
+                new = base + tree.started  # the group's next unused leaf
+                for leaf, forks in tree.forks(standing):
+                    parent = episodes[base + leaf]
+                    for _ in range(forks):
+                        episodes[new] = Episode(parent.task_id, list(parent.nodes), list(parent.actions), leaf, len(parent.actions))
+                        new += 1
+            movers = [r for r in range(count) if live(r)]
+            if not movers:
+                break
+            self._step_once(movers, episodes, slot_node, choose)
+        self.stats.seconds += time.perf_counter() - start
+        self.stats.policy_steps += sum(len(e.actions) - e.fork_step for e in episodes)
+        return episodes
+
+    def _roots(self, leaves: list[int], episodes: list[Episode], slot_node: list) -> None:
+        """Starts ``leaves`` at their task's root (a reset where the trie does not know it yet)."""
+        queues = {r: [None] for r in leaves if episodes[r].task_id not in self.roots}
+        self._drain(queues, episodes, slot_node)
+        for r in leaves:
+            episodes[r].nodes.append(self.roots[episodes[r].task_id])
+
+    def _step_once(self, movers: list[int], episodes: list[Episode], slot_node: list, choose) -> None:
+        """One step of every rollout in ``movers``: from the trie where it knows the answer, else the engine."""
+        chosen, queues = {}, {}
+        for r in movers:
+            episode = episodes[r]
+            node = episode.nodes[-1]
+            if not node.actions:
+                raise RuntimeError(f"task {episode.task_id}: the environment admits no action in {node.state_key[:80]!r}")
+            chosen[r] = choose(r, node)
+            if chosen[r] not in node.children:
+                queues[r] = [chosen[r]] if slot_node[r] is node else [None, *episode.actions, chosen[r]]
+        self._drain(queues, episodes, slot_node)
+        for r in movers:
+            episodes[r].actions.append(chosen[r])
+            episodes[r].nodes.append(episodes[r].nodes[-1].children[chosen[r]])
+
+    def _drain(self, queues: dict[int, list], episodes: list[Episode], slot_node: list) -> None:
+        while any(queues.values()):
+            self._advance([r for r, queue in queues.items() if queue], episodes, queues, slot_node)
 
     def _advance(self, blocked, episodes, queues, slot_node) -> None:
         """Runs the next queued engine call of every blocked slot (resets batched, then steps)."""

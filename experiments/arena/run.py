@@ -17,6 +17,7 @@ from experiments.arena.contestants import Contestant, advantages_and_diagnostics
 from experiments.arena.play import Episode, TransitionCache, greedy_chooser, sampling_chooser
 from experiments.arena.policy import Decision, TabularPolicy
 from milegpo_jax.credit.columns import UNRECORDED, KeyInterner, RolloutColumns
+from milegpo_jax.rollout.branching import GroupTree, TreeShape, leaf_rows, leaves_through_steps
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +31,29 @@ class RunSettings:
     ppo_epochs: int = 4
     clip: float = 0.2
     reward_scale: float = 1.0  # env reward -> credit reward (credit wants 10 on success)
+    # Tree groups and the env-step budget (docs/arena.md, "Tree groups"); None: off, and left out of
+    # arena.json (``recorded``), so the settings of every earlier arena read as before.
+    branching: tuple[int, int, str] | None = None  # (roots, branches, fork_at) of rollout/branching.py
+    max_env_steps: int | None = None  # the episode cap, which the uniform fork rule draws depths below
+    env_steps: int | None = None  # a run plays until its training rollouts spent this many env steps
+
+    def recorded(self) -> dict:
+        return {key: value for key, value in dataclasses.asdict(self).items()
+                if value is not None or key not in OPTIONAL_SETTINGS}
+
+    def counts_env_steps(self) -> bool:
+        """Whether runs record their env steps (and whether they branched): a default run's record stays as before."""
+        return self.branching is not None or self.env_steps is not None
+
+    def more(self, iterations: int, env_steps: int) -> bool:
+        """Whether a run that has played ``iterations`` spending ``env_steps`` plays another iteration."""
+        return iterations < self.iterations if self.env_steps is None else env_steps < self.env_steps
+
+    def finished(self, record: dict) -> bool:
+        return not self.more(len(record["success"]), sum(record.get("env_steps") or [0]))
+
+
+OPTIONAL_SETTINGS = ("branching", "max_env_steps", "env_steps")
 
 
 def _streams(seed: int, *path: int) -> np.random.SeedSequence:
@@ -63,6 +87,26 @@ def episodes_to_columns(episodes: list[Episode], group_size: int, reward_scale: 
     )
 
 
+def tree_steps(episodes: list[Episode], group_size: int) -> tuple[np.ndarray, list[tuple[int, int, int]], np.ndarray]:
+    """A tree batch's recorded steps, each once, as (group, leaf, t) (a leaf records its steps from its
+    fork on), and the library's bookkeeping of them (rollout/branching.py): ``step_of[i]``, the
+    recorded step that entry i of ``episodes_to_columns`` (every leaf's whole path) copies, and how many
+    leaves pass through each recorded step."""
+    recorded = [(i // group_size, i % group_size, t) for i, episode in enumerate(episodes)
+                for t in range(episode.fork_step, len(episode.actions))]
+    group, leaf, t = (np.array(column, np.int64) for column in zip(*recorded))
+    trees: dict[int, dict[int, tuple[int | None, int, int]]] = {}
+    for i, episode in enumerate(episodes):
+        trees.setdefault(i // group_size, {})[i % group_size] = (episode.parent, episode.fork_step, len(episode.actions))
+    kept = {(g, k) for g, tree in trees.items() for k in tree}
+    step_of, _ = leaf_rows(group, leaf, t, trees, kept)
+    through = np.ones(len(recorded), np.int64)
+    for g, tree in trees.items():
+        rows = np.flatnonzero(group == g)
+        through[rows] = leaves_through_steps(leaf[rows], t[rows], [tree[k][0] for k in sorted(tree)], [tree[k][1] for k in sorted(tree)])
+    return step_of, recorded, through
+
+
 def run_once(
     contestant: Contestant,
     seed: int,
@@ -81,32 +125,54 @@ def run_once(
     # Padded (steps, nodes, edges) never shrink within a run: batches of a narrowing policy stay in the shape
     # of the first ones instead of compiling a program for every smaller power-of-two bucket.
     shape = (8, 8, 8)  # build_batch's own minima
-    for iteration in range(1, settings.iterations + 1):
+    tree = None if settings.branching is None else TreeShape(*settings.branching, settings.group_size)
+    counts: dict[str, list[int]] = {"env_steps": [], "forks": [], "shared_steps": []}
+    iteration = 0
+    while settings.more(iteration, sum(counts["env_steps"])):
+        iteration += 1
         pick = np.random.default_rng(_streams(seed, 1, iteration))
         chosen = pick.choice(len(tasks), size=settings.groups, replace=settings.groups > len(tasks))
         task_ids = [tasks[int(i)] for i in chosen for _ in range(settings.group_size)]
         rollout_seeds = [_streams(seed, 2, iteration, r) for r in range(len(task_ids))]
 
         started = time.perf_counter()
-        episodes = cache.play(task_ids, sampling_chooser(policy, rollout_seeds))
+        if tree is None:
+            episodes = cache.play(task_ids, sampling_chooser(policy, rollout_seeds))
+        else:
+            tree_seed = int(_streams(seed, 4, iteration).generate_state(1)[0])
+            groups = [GroupTree(tree, settings.max_env_steps, tree_seed, g) for g in range(settings.groups)]
+            episodes = cache.play_tree(task_ids, groups, sampling_chooser(policy, rollout_seeds))
         greedy = cache.play(tasks, greedy_chooser(policy))
         timing["env_s"] += time.perf_counter() - started
 
         started = time.perf_counter()
         columns = episodes_to_columns(episodes, settings.group_size, settings.reward_scale, interner)
         noise = np.random.default_rng(_streams(seed, 3, iteration))
-        advantages, diagnostics, ema, shape = advantages_and_diagnostics(contestant, columns, noise, ema, shape)
+        step_of = None
+        if tree is not None:
+            step_of, recorded, through = tree_steps(episodes, settings.group_size)
+        advantages, diagnostics, ema, shape = advantages_and_diagnostics(contestant, columns, noise, ema, shape, step_of)
         timing["credit_s"] += time.perf_counter() - started
 
         started = time.perf_counter()
-        decisions = [
-            Decision(before.state_key, before.actions, action, advantage)
-            for group_index, group_advantages in enumerate(advantages)
-            for k, row in enumerate(group_advantages)
-            for before, action, advantage in zip(
-                episodes[group_index * settings.group_size + k].nodes, episodes[group_index * settings.group_size + k].actions, row
-            )
-        ]
+        if tree is None:
+            decisions = [
+                Decision(before.state_key, before.actions, action, advantage)
+                for group_index, group_advantages in enumerate(advantages)
+                for k, row in enumerate(group_advantages)
+                for before, action, advantage in zip(
+                    episodes[group_index * settings.group_size + k].nodes, episodes[group_index * settings.group_size + k].actions, row
+                )
+            ]
+            counts["env_steps"].append(sum(len(episode.actions) for episode in episodes))
+        else:  # every recorded step once, with the mean of its leaves' advantages (docs/credit.md §14)
+            decisions = []
+            for (g, k, t), advantage in zip(recorded, advantages):
+                episode = episodes[g * settings.group_size + k]
+                decisions.append(Decision(episode.nodes[t].state_key, episode.nodes[t].actions, episode.actions[t], advantage))
+            counts["env_steps"].append(len(recorded))
+            counts["forks"].append(sum(episode.parent is not None for episode in episodes))
+            counts["shared_steps"].append(int((through > 1).sum()))
         policy.update(decisions, lr, settings.update, settings.ppo_epochs, settings.clip)
         timing["update_s"] += time.perf_counter() - started
 
@@ -119,9 +185,10 @@ def run_once(
                 "greedy_success_rate": float(np.mean([episode.won for episode in greedy])),
                 "mean_steps": float(np.mean([len(episode.actions) for episode in episodes])),
                 "policy_states": len(policy),
+                **{key: values[-1] for key, values in counts.items() if values},
                 "credit": diagnostics,
                 "time": dict(timing),
                 "env": dataclasses.asdict(cache.stats),
             },
         )
-    return {"success": curve, "time": timing}
+    return {"success": curve, "time": timing, **{key: values for key, values in counts.items() if values}}

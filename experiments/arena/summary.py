@@ -16,7 +16,7 @@ import sys
 import zlib
 from pathlib import Path
 
-from experiments.arena import analysis, inputs, output
+from experiments.arena import analysis, budget, inputs, output
 
 
 def title_of(recorded: dict, seeds: int) -> str:
@@ -64,11 +64,16 @@ def summarize(work: Path) -> dict:
     study = recorded.get("study")
     records = read_records(work)
     margin = study["margin"] if study else analysis.DEFAULT_MARGIN
+    settings = recorded["settings"]
     try:
+        if settings.get("env_steps") is not None:  # curves over env steps, on --iterations cells (budget.py)
+            records = budget.on_budget(records, settings["env_steps"], settings["iterations"])
         result = analysis.analyse(records, study["select_seeds"] if study else None, margin)
     except ValueError as error:
         raise output.ResultsError(f"{work / output.RESULTS_FILE}: {error}") from None
     title = title_of(recorded, len(result["scored_seeds"]))
+    if any("env_steps" in record for record in records):
+        _tree_facts(work, recorded, records, result)
     if study:
         title += f" (evaluation seeds {_ranges(study['eval_seeds'])}; rates chosen on seeds {_ranges(study['select_seeds'])})"
     (work / "table.md").write_text(output.markdown_table(title, result["results"]))
@@ -88,6 +93,20 @@ def summarize(work: Path) -> dict:
         (work / "selection.md").write_text(output.selection_table(selection_title, result["grid"], result["chosen"]))
         output.write_json_atomic(work / "selection.json", {"grid": result["grid"], "chosen": result["chosen"]})
     return result
+
+
+def _tree_facts(work: Path, recorded: dict, records: list[dict], result: dict) -> None:
+    """branching.md/json: env steps, forks and shared steps per contestant (its scored runs), with the
+    same-state sibling share and the tie-correction rate (docs/arena.md, "Tree groups")."""
+    scored = set(result["scored_seeds"])
+    runs = [r for r in records if r["seed"] in scored and analysis.option_label(r["lr"], r["update"]) == result["chosen"][r["contestant"]]]
+    facts = budget.tree_facts(runs, recorded["settings"]["groups"] * recorded["settings"]["group_size"])
+    shape = recorded["settings"].get("branching")
+    arm = "independent rollouts" if shape is None else "tree groups: roots {}, branches {}, fork at {}".format(*shape)
+    spent = recorded["settings"].get("env_steps")
+    title = f"{recorded['env']}: {arm}" + (f", {spent} env steps per run" if spent else "")
+    (work / "branching.md").write_text(budget.facts_table(title, facts, result["diagnostics"]))
+    output.write_json_atomic(work / "branching.json", {"title": title, "branching": shape, "env_steps": spent, "facts": facts})
 
 
 def _ranges(seeds) -> str:
