@@ -9,7 +9,7 @@ Model API (docs/architecture.md §5)::
     save_pretrained(model, config, path)
 
 ``ModelConfig`` is the architecture, ``RuntimeOptions`` how it runs (``model.config``,
-``model.runtime``). KV cache and masks: see ``milegpo_jax.models.qwen2``; chunked
+``model.runtime``). KV cache and masks: see ``milegpo_jax.models.decoder``; chunked
 log-probabilities: ``milegpo_jax.models.logprobs``.
 
 The names below load on first use (PEP 562), so that ``milegpo_jax.models.model_config`` and
@@ -34,11 +34,11 @@ _HOMES = {
     "ModelConfig": "model_config",
     "ModelConfigError": "model_config",
     "preset": "model_config",
-    "KVCache": "qwen2",
-    "Qwen2": "qwen2",
-    "abstract_model": "qwen2",
-    "init_model": "qwen2",
-    "num_params": "qwen2",
+    "Decoder": "decoder",
+    "KVCache": "decoder",
+    "abstract_model": "decoder",
+    "init_model": "decoder",
+    "num_params": "decoder",
     "ModelSpec": "runtime",
     "RuntimeOptions": "runtime",
     "build_qwen25_tokenizer": "tokenizer",
