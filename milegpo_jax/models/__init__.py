@@ -13,7 +13,7 @@ Model API (docs/architecture.md §5)::
 log-probabilities: ``milegpo_jax.models.logprobs``.
 
 The names below load on first use (PEP 562), so that ``milegpo_jax.models.model_config`` and
-``milegpo_jax.models.runtime`` import without jax: the training config checks its model section with
+``milegpo_jax.models.runtime`` (and ``families``) import without jax: the training config checks its model section with
 them (docs/architecture.md §3).
 """
 
@@ -28,7 +28,8 @@ _HOMES = {
     "load_pretrained": "hf_io",
     "save_pretrained": "hf_io",
     "token_logprobs": "logprobs",
-    "MODEL_TYPES": "model_config",
+    "FAMILIES": "families",
+    "FamilySpec": "families",
     "PRESETS": "model_config",
     "Llama3RopeScaling": "model_config",
     "ModelConfig": "model_config",

@@ -239,7 +239,7 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 _ARCH_FIELDS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-    "tie_word_embeddings", "model_type", "attention_bias", "qk_norm",
+    "tie_word_embeddings", "model_type", "attention_bias",
 )
 
 
