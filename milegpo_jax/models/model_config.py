@@ -17,8 +17,8 @@ DTYPES = ("float32", "bfloat16", "float16")
 # per decoder layer: "none", "full" (keep only the layer's inputs), "dots" (keep matmul outputs),
 # "offload" (keep only the layer's inputs, in host memory)
 REMAT_POLICIES = ("none", "full", "dots", "offload")
-# the forms of cache-free forwards; models/attention.py holds the same tuple next to the code that
-# implements them (tests/models/test_presets.py keeps the two equal)
+# the forms of cache-free forwards (models/attention.py; its KERNEL_PLATFORMS names the kernels:
+# tests/models/test_attention_kernels.py keeps the two in step)
 ATTENTION_IMPLS = ("auto", "xla", "blocks", "splash", "gpu_flash")
 
 
