@@ -1,7 +1,7 @@
 """The Hugging Face checkpoint format, without files or devices: ``config.json`` <-> ``ModelConfig``
 and HF tensor names and layouts <-> our parameters (``TensorMap``), for the families of
-``families.FAMILIES`` (docs/models.md §2). ``hf_io.py`` reads and writes checkpoint directories with them;
-``import_gguf.py`` writes config.json with them.
+``families.FAMILIES`` (docs/models.md §2). ``hf_io.py`` reads and writes checkpoint directories with
+them; ``import_gguf.py`` writes config.json with them.
 
 Both spellings transformers uses are read: ``rope_theta`` (hub files, 4.x) or ``rope_parameters``
 (5.x) and ``torch_dtype`` or ``dtype``; both are written, so 4.x and 5.x reload.

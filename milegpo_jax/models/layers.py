@@ -91,7 +91,7 @@ class Attention(nnx.Module):
         self.q_bias = make_param(rngs, zeros, (n, h), w, ("heads", "head_dim"), stack) if bias else None
         self.k_bias = make_param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack) if bias else None
         self.v_bias = make_param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack) if bias else None
-        norm = config.qk_norm
+        norm = config.qk_norm  # the family's (families.FamilySpec)
         self.q_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
         self.k_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
 
