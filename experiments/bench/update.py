@@ -206,7 +206,7 @@ def main(argv: list[str] | None = None) -> dict:
         sys.exit(2)
 
     from experiments.train import build_config
-    from milegpo_jax.models.qwen2 import abstract_model
+    from milegpo_jax.models.decoder import abstract_model
     from milegpo_jax.train.ppo import UpdateStats, place_on_default_device, ppo_epoch, ppo_rows, sequence_capacity
     from milegpo_jax.train.step import build_train_step, jit_train_step
 

@@ -9,11 +9,11 @@ Model API (docs/architecture.md §5)::
     save_pretrained(model, config, path)
 
 ``ModelConfig`` is the architecture, ``RuntimeOptions`` how it runs (``model.config``,
-``model.runtime``). KV cache and masks: see ``milegpo_jax.models.qwen2``; chunked
+``model.runtime``). KV cache and masks: see ``milegpo_jax.models.decoder``; chunked
 log-probabilities: ``milegpo_jax.models.logprobs``.
 
 The names below load on first use (PEP 562), so that ``milegpo_jax.models.model_config`` and
-``milegpo_jax.models.runtime`` import without jax: the training config checks its model section with
+``milegpo_jax.models.runtime`` (and ``families``) import without jax: the training config checks its model section with
 them (docs/architecture.md §3).
 """
 
@@ -28,17 +28,18 @@ _HOMES = {
     "load_pretrained": "hf_io",
     "save_pretrained": "hf_io",
     "token_logprobs": "logprobs",
-    "MODEL_TYPES": "model_config",
+    "FAMILIES": "families",
+    "FamilySpec": "families",
     "PRESETS": "model_config",
     "Llama3RopeScaling": "model_config",
     "ModelConfig": "model_config",
     "ModelConfigError": "model_config",
     "preset": "model_config",
-    "KVCache": "qwen2",
-    "Qwen2": "qwen2",
-    "abstract_model": "qwen2",
-    "init_model": "qwen2",
-    "num_params": "qwen2",
+    "Decoder": "decoder",
+    "KVCache": "decoder",
+    "abstract_model": "decoder",
+    "init_model": "decoder",
+    "num_params": "decoder",
     "ModelSpec": "runtime",
     "RuntimeOptions": "runtime",
     "build_qwen25_tokenizer": "tokenizer",

@@ -17,7 +17,11 @@ meaningless value in both.
 
 On TPU and GPU the cache-free forward runs a fused kernel instead (``attention_kernels``), which never
 holds scores in memory: ``attention_impl`` names the choice and ``choose_attention`` resolves ``auto``
-by platform.
+by platform (``choose_cache_attention`` for forwards with a cache).
+
+A forward's choice is made once, as an ``AttentionPlan`` (``plan_attention``, ``plan_cache_attention``):
+the form and what it needs (the dense mask; the segments and block; the kernel's key segments, tree
+expansion and interpreter flag). The model builds it and passes it down; each layer calls it.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from milegpo_jax.models.attention_kernels import KERNEL_BLOCK, fused_causal_attention, kernel_tile
 from milegpo_jax.models.model_config import ATTENTION_IMPLS
 
 # A large finite value (not -inf) keeps fully-masked rows (padding queries) finite.
@@ -38,22 +43,6 @@ MASKED = jnp.finfo(jnp.float32).min
 # "xla" is the dense masked form; "blocks" the block-causal one (model.attention_block); "splash" and
 # "gpu_flash" the fused kernels of TPU and GPU.
 KERNEL_PLATFORMS = {"splash": "tpu", "gpu_flash": "gpu"}
-KERNEL_BLOCK = 128  # the kernels tile the sequence in blocks of this many positions
-
-
-def kernel_tile(length: int) -> int:
-    """The kernels' tile for ``length`` positions: 512 where it divides the length (fewer, larger
-    steps), else ``KERNEL_BLOCK``."""
-    return 512 if length % 512 == 0 else KERNEL_BLOCK
-
-
-class SegmentBlocks(NamedTuple):
-    """The mask of a training forward: segment ids ``[B, T]`` (0: padding), the block size, and for
-    tree-packed rows each position's ancestor segments ``[B, T, D]`` (``same_or_ancestor``)."""
-
-    segments: jax.Array
-    block: int
-    ancestors: jax.Array | None = None
 
 
 class TreeExpansion(NamedTuple):
@@ -78,29 +67,14 @@ def same_or_ancestor(q_segments: jax.Array, k_segments: jax.Array, ancestors: ja
     return seen & (k_segments[..., None, :] != 0)
 
 
-class SegmentKernel(NamedTuple):
-    """The mask of a forward run by a fused kernel: query segment ids ``[B, T]`` and key segment ids
-    ``[B, S]`` (0: padding), the kernel's name and whether Pallas interprets it (on CPU, where the
-    kernels are tested). The queries are the last ``T`` of the ``S`` key positions: ``S == T`` for a
-    training forward (the same array twice); a prefill on top of ``S - T`` cache slots written before
-    it sees those slots too."""
-
-    segments: jax.Array  # [B, T]
-    kv_segments: jax.Array  # [B, S]
-    impl: str
-    interpret: bool
-    tree: TreeExpansion | None = None  # tree-packed rows: the kernel runs over the expanded layout
-
-
 def expand_tree(x: jax.Array, index: jax.Array) -> jax.Array:
     """``x [B, T, ...]`` gathered at ``index [B, E]`` along the positions (gradients scatter-add back)."""
     return jnp.take_along_axis(x, index.reshape(index.shape + (1,) * (x.ndim - 2)), axis=1)
 
 
 def check_attention_impl(impl: str, platform: str) -> None:
-    """Refuses a kernel on a platform it cannot run on (``platform``: "cpu", "gpu" or "tpu")."""
-    if impl not in ATTENTION_IMPLS:
-        raise ValueError(f"model.attention_impl={impl!r}: choose one of {', '.join(ATTENTION_IMPLS)}")
+    """Refuses a kernel on a platform it cannot run on (``platform``: "cpu", "gpu" or "tpu"); whether
+    ``impl`` is a form at all is ``RuntimeOptions``' check."""
     needs = KERNEL_PLATFORMS.get(impl)
     if needs is not None and platform != needs:
         choices = ["auto", "xla", "blocks"] + [name for name, where in KERNEL_PLATFORMS.items() if where == platform]
@@ -125,13 +99,16 @@ def choose_attention(impl: str, platform: str, length: int, block: int) -> str:
     return "xla"
 
 
-def choose_cache_attention(impl: str, platform: str, length: int, start: int) -> str:
+def choose_cache_attention(impl: str, platform: str, length: int, start: int | None) -> str:
     """The form of a prefill of ``length`` positions on top of ``start`` written cache slots: a kernel
-    ("splash", "gpu_flash") or "xla" (dense over the cache's slots, as every decode step).
+    ("splash", "gpu_flash") or "xla" (dense over the cache's slots, as every decode step, and always
+    when ``start`` is not known statically: None).
 
     Splash takes an offset causal mask and separate query and key segment ids, so it serves any
     ``start``; the GPU kernel has one segment array and a square causal mask, so it serves an empty
     cache only (``start == 0``). Both need whole 128-position blocks. CPU (``auto``) keeps the dense form."""
+    if start is None:
+        return "xla"
     if impl == "auto":
         impl = next((name for name, where in KERNEL_PLATFORMS.items() if where == platform), "xla")
     whole_blocks = length % KERNEL_BLOCK == 0 and start % KERNEL_BLOCK == 0
@@ -206,13 +183,86 @@ def blocked_causal_attention(q: jax.Array, k: jax.Array, v: jax.Array, segments:
     return out.transpose(0, 1, 4, 2, 3, 5).reshape(b, t, kv_heads, groups, h)
 
 
+
+class AttentionPlan(NamedTuple):
+    """How every layer of one forward attends: the form, chosen and checked once per forward by
+    ``plan_attention`` or ``plan_cache_attention``, with what that form needs; the model passes it
+    down and each layer calls it on its ``q``, ``k`` and ``v`` (docs/models.md §7)."""
+
+    form: str  # "xla", "blocks" or a kernel name (KERNEL_PLATFORMS)
+    mask: jax.Array | None = None  # xla: bool [B, T, S], True where the query may see the key
+    segments: jax.Array | None = None  # blocks and kernels: query segment ids [B, T] (0: padding)
+    block: int = 0  # blocks: positions per block
+    ancestors: jax.Array | None = None  # blocks, tree-packed rows: each position's ancestor segments [B, T, D]
+    # kernels: key segment ids [B, S]; the queries are the last T of the S key positions (S > T: a
+    # prefill on top of S - T cache slots written before it)
+    kv_segments: jax.Array | None = None
+    tree: TreeExpansion | None = None  # kernels, tree-packed rows: the expanded layout
+    interpret: bool = False  # kernels: run in Pallas's interpreter (on CPU, where they are tested)
+
+    def __call__(self, q: jax.Array, k: jax.Array, v: jax.Array, sharding=None) -> jax.Array:
+        """Attention of ``q [B, T, kv_heads, groups, head_dim]`` over ``k``, ``v [B, S, kv_heads,
+        head_dim]`` (with a cache: every slot) in this plan's form; ``sharding`` places a kernel."""
+        if self.form == "xla":
+            return dense_attention(q, k, v, self.mask)
+        if self.form == "blocks":
+            return blocked_causal_attention(q, k, v, self.segments, self.block, self.ancestors)
+        if self.tree is not None:  # each segment laid out after its ancestors (TreeExpansion)
+            out = fused_causal_attention(*(expand_tree(x, self.tree.index) for x in (q, k, v)), self.tree.segments,
+                                         self.form, sharding=sharding, interpret=self.interpret)
+            return expand_tree(out, self.tree.collect)
+        seen = self.kv_segments.shape[1]  # with a cache: the slots written so far, ending with this call's
+        if seen < k.shape[1]:
+            k, v = k[:, :seen], v[:, :seen]
+        return fused_causal_attention(q, k, v, self.segments, self.form, kv_segments=self.kv_segments,
+                                      sharding=sharding, interpret=self.interpret)
+
+
+def plan_attention(impl: str, platform: str, segments: jax.Array, block: int, ancestors: jax.Array | None = None,
+                   tree: TreeExpansion | None = None) -> AttentionPlan:
+    """The plan of a cache-free forward over ``segments [B, T]`` (``choose_attention``): ``impl`` and
+    ``block`` are ``RuntimeOptions.attention_impl`` and ``attention_block``, ``platform`` the devices'.
+    Tree-packed rows give their ``ancestors``, and for a kernel their ``tree`` expansion too."""
+    t = segments.shape[1]
+    form = choose_attention(impl, platform, t, block)
+    if form in KERNEL_PLATFORMS:
+        if ancestors is not None and tree is None:
+            raise ValueError(f"tree-packed rows need their expansion for the {form} kernel (packing.Sharing.expand_block)")
+        return AttentionPlan(form, segments=segments, kv_segments=segments, tree=tree, interpret=platform == "cpu")
+    if form == "blocks":
+        return AttentionPlan(form, segments=segments, block=block, ancestors=ancestors)
+    causal = jnp.tril(jnp.ones((t, t), bool))
+    return AttentionPlan(form, mask=same_or_ancestor(segments, segments, ancestors) & causal[None])
+
+
+def plan_cache_attention(impl: str, platform: str, segments: jax.Array, slot_segments: jax.Array,
+                         cache_index: jax.Array, cache_start: int | None) -> AttentionPlan:
+    """The plan of a forward with a cache (``choose_cache_attention``): the queries' ``segments [B, T]``
+    are written at slots ``cache_index..`` of the cache's ``slot_segments [B, max_len]`` (already
+    holding them); ``cache_start`` is ``cache_index`` when the caller knows it statically (a prefill)."""
+    t = segments.shape[1]
+    form = choose_cache_attention(impl, platform, t, cache_start)
+    if form in KERNEL_PLATFORMS:
+        if not isinstance(cache_index, jax.core.Tracer) and int(cache_index) != cache_start:
+            raise ValueError(f"cache_start={cache_start}, but the cache has {int(cache_index)} slots written")
+        return AttentionPlan(form, segments=segments, kv_segments=slot_segments[:, : cache_start + t],
+                             interpret=platform == "cpu")
+    query_slots = cache_index + jnp.arange(t)
+    key_slots = jnp.arange(slot_segments.shape[1])
+    mask = (
+        (slot_segments[:, None, :] == segments[:, :, None])
+        & (slot_segments[:, None, :] != 0)
+        & (key_slots[None, None, :] <= query_slots[None, :, None])
+    )
+    return AttentionPlan(form, mask=mask)
+
+
 __all__ = [
     "ATTENTION_IMPLS",
     "KERNEL_BLOCK",
     "KERNEL_PLATFORMS",
     "MASKED",
-    "SegmentBlocks",
-    "SegmentKernel",
+    "AttentionPlan",
     "TreeExpansion",
     "blocked_causal_attention",
     "check_attention_impl",
@@ -221,6 +271,8 @@ __all__ = [
     "dense_attention",
     "expand_tree",
     "kernel_tile",
+    "plan_attention",
+    "plan_cache_attention",
     "same_or_ancestor",
     "uses_blocks",
 ]

@@ -30,7 +30,13 @@ import jax
 import jax.numpy as jnp
 from jax.sharding import PartitionSpec
 
-from milegpo_jax.models.attention import KERNEL_BLOCK, kernel_tile
+KERNEL_BLOCK = 128  # the kernels tile the sequence in blocks of this many positions
+
+
+def kernel_tile(length: int) -> int:
+    """The kernels' tile for ``length`` positions: 512 where it divides the length (fewer, larger
+    steps), else ``KERNEL_BLOCK``."""
+    return 512 if length % 512 == 0 else KERNEL_BLOCK
 
 
 @functools.lru_cache(maxsize=64)
@@ -118,4 +124,4 @@ def fused_causal_attention(q, k, v, segments, impl: str, *, kv_segments=None, sh
     return run(q, k, v, segments, kv_segments).reshape(b, t, kv_heads, groups, h)
 
 
-__all__ = ["LOCAL_KERNELS", "fused_causal_attention"]
+__all__ = ["KERNEL_BLOCK", "LOCAL_KERNELS", "fused_causal_attention", "kernel_tile"]

@@ -3,11 +3,13 @@
 No file I/O here: ``import_gguf.py`` reads the file with the ``gguf`` package and writes the
 checkpoint directory. What this module decides (docs/models.md §3):
 
-* which architectures and tensor types are understood, and the HF name of every GGUF tensor;
+* which architectures (the ``model_type`` of each family in ``families.FAMILIES``) and tensor types
+  are understood, and the HF name of every GGUF tensor;
 * dequantisation through ``gguf.quants.dequantize`` (numpy), for the types in ``SUPPORTED_TYPES``;
-* llama.cpp's q/k row permutation, undone for ``llama`` files only: its converter interleaves the
-  two rotary halves of every head (``[x0, x_{d/2}, x1, ...]`` order) for llama.cpp's own RoPE;
-  Qwen2/Qwen3 files keep HF's rotate-half order;
+* llama.cpp's q/k row permutation, undone for the families whose spec says so
+  (``FamilySpec.gguf_permuted_qk``: ``llama``): its converter interleaves the two rotary halves of
+  every head (``[x0, x_{d/2}, x1, ...]`` order) for llama.cpp's own RoPE; Qwen2/Qwen3 files keep
+  HF's rotate-half order;
 * the ``ModelConfig`` the metadata describes;
 * ``tokenizer.json`` / ``tokenizer_config.json`` built with ``tokenizers`` from the vocabulary,
   merges, token types and chat template the file embeds.
@@ -22,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from milegpo_jax.models.families import FAMILIES
 from milegpo_jax.models.model_config import ModelConfig, ModelConfigError
 from milegpo_jax.models.tokenizer import PRETOKENIZE_PATTERN as QWEN2_PATTERN
 
-ARCHITECTURES = ("llama", "qwen2", "qwen3")
 # Each dequantised by gguf.quants and checked against transformers' own dequantiser
 # (tests/models/test_gguf_import.py).
 SUPPORTED_TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
@@ -111,8 +113,8 @@ def model_config(meta: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]])
     """The architecture described by the metadata; ``shapes`` (GGUF name -> numpy shape) settle the
     vocabulary size and whether the head is tied (no ``output.weight``)."""
     arch = _get(meta, "general.architecture")
-    if arch not in ARCHITECTURES:
-        raise GGUFImportError(f"general.architecture {arch!r} is not supported (supported: {', '.join(ARCHITECTURES)})")
+    if arch not in FAMILIES:
+        raise GGUFImportError(f"general.architecture {arch!r} is not supported (supported: {', '.join(sorted(FAMILIES))})")
     if "rope_freqs.weight" in shapes:
         raise GGUFImportError("tensor rope_freqs.weight: per-frequency RoPE factors (llama3 scaling) are not supported")
     scaling = _get(meta, f"{arch}.rope.scaling.type", "none")
@@ -145,7 +147,6 @@ def model_config(meta: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]])
             pad_token_id=meta.get("tokenizer.ggml.padding_token_id"),
             model_type=arch,
             attention_bias="blk.0.attn_q.bias" in shapes,
-            qk_norm=arch == "qwen3",
         )
     except (ModelConfigError, TypeError, ValueError) as err:
         raise GGUFImportError(f"metadata describes an invalid model: {err}") from None
@@ -154,7 +155,7 @@ def model_config(meta: Mapping[str, Any], shapes: Mapping[str, tuple[int, ...]])
 def hf_tensor(gguf_name: str, values: np.ndarray, config: ModelConfig) -> tuple[str, np.ndarray]:
     """(HF name, HF-layout array) of one dequantised tensor."""
     name = hf_tensor_name(gguf_name)
-    if config.model_type == "llama":
+    if FAMILIES[config.model_type].gguf_permuted_qk:
         if name.endswith("q_proj.weight") or name.endswith("q_proj.bias"):
             values = undo_llama_qk_permutation(values, config.num_heads)
         elif name.endswith("k_proj.weight") or name.endswith("k_proj.bias"):

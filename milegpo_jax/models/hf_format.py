@@ -1,7 +1,7 @@
 """The Hugging Face checkpoint format, without files or devices: ``config.json`` <-> ``ModelConfig``
-and HF tensor names and layouts <-> our parameters (``TensorMap``), for the Qwen2/Qwen2.5, Llama and
-Qwen3 families (docs/models.md §2). ``hf_io.py`` reads and writes checkpoint directories with them;
-``import_gguf.py`` writes config.json with them.
+and HF tensor names and layouts <-> our parameters (``TensorMap``), for the families of
+``families.FAMILIES`` (docs/models.md §2). ``hf_io.py`` reads and writes checkpoint directories with
+them; ``import_gguf.py`` writes config.json with them.
 
 Both spellings transformers uses are read: ``rope_theta`` (hub files, 4.x) or ``rope_parameters``
 (5.x) and ``torch_dtype`` or ``dtype``; both are written, so 4.x and 5.x reload.
@@ -15,10 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from milegpo_jax.models.model_config import MODEL_TYPES, Llama3RopeScaling, ModelConfig, ModelConfigError
-
-SUPPORTED_MODEL_TYPES = MODEL_TYPES
-_ARCHITECTURE_NAMES = {"qwen2": "Qwen2ForCausalLM", "llama": "LlamaForCausalLM", "qwen3": "Qwen3ForCausalLM"}
+from milegpo_jax.models.families import FAMILIES
+from milegpo_jax.models.model_config import Llama3RopeScaling, ModelConfig, ModelConfigError
 
 
 class CheckpointError(ValueError):
@@ -63,10 +61,11 @@ def _rope_scaling_from_hf(hf: Mapping[str, Any], source: str) -> tuple[float | N
 def config_from_hf(hf: Mapping[str, Any], *, source: str = "config.json") -> ModelConfig:
     """``ModelConfig`` from a parsed config.json; ``source`` names it in errors."""
     model_type = hf.get("model_type")
-    if model_type not in SUPPORTED_MODEL_TYPES:
+    if model_type not in FAMILIES:
         raise UnsupportedConfigError(
-            f"{source}: model_type {model_type!r} is not supported (supported: {SUPPORTED_MODEL_TYPES})"
+            f"{source}: model_type {model_type!r} is not supported (supported: {tuple(FAMILIES)})"
         )
+    spec = FAMILIES[model_type]
     if hf.get("use_sliding_window"):
         raise UnsupportedConfigError(f"{source}: use_sliding_window is true; sliding-window attention is not supported")
     layer_types = hf.get("layer_types") or []
@@ -87,9 +86,7 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = "config.json") -> Mod
     missing = [key for key in required if key not in hf]
     if missing:
         raise CheckpointError(f"{source}: missing keys {missing}")
-    # transformers' Qwen2 always has q/k/v biases (its config has no switch); Llama and Qwen3 read
-    # attention_bias, default false.
-    attention_bias = True if model_type == "qwen2" else bool(hf.get("attention_bias", False))
+    attention_bias = bool(hf.get("attention_bias", False)) if spec.bias_switch else True
     try:
         return ModelConfig(
             vocab_size=hf["vocab_size"],
@@ -109,7 +106,6 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = "config.json") -> Mod
             pad_token_id=hf.get("pad_token_id"),
             model_type=model_type,
             attention_bias=attention_bias,
-            qk_norm=model_type == "qwen3",
             rope_scaling=scaling,
         )
     except ModelConfigError as err:
@@ -118,16 +114,16 @@ def config_from_hf(hf: Mapping[str, Any], *, source: str = "config.json") -> Mod
 
 def config_to_hf(config: ModelConfig, dtype: str = "float32") -> dict[str, Any]:
     """config.json contents for ``config`` with weights saved in ``dtype``."""
-    if config.model_type == "qwen2" and not config.attention_bias:
-        raise ValueError("a qwen2 checkpoint always has q/k/v biases; use model_type 'llama' without them")
-    if config.qk_norm != (config.model_type == "qwen3"):
-        raise ValueError(f"qk_norm={config.qk_norm} does not fit model_type {config.model_type!r} (only qwen3 has it)")
+    spec = FAMILIES[config.model_type]
+    if not (spec.bias_switch or config.attention_bias):
+        raise ValueError(f"a {spec.model_type} checkpoint always has q/k/v biases; use a family with a switch "
+                         "(e.g. model_type 'llama') without them")
     eos = list(config.eos_token_id) if isinstance(config.eos_token_id, tuple) else config.eos_token_id
     rope = {"rope_type": "default", "rope_theta": config.rope_theta}
     if config.rope_scaling is not None:
         rope = {"rope_type": "llama3", "rope_theta": config.rope_theta, **dataclasses.asdict(config.rope_scaling)}
     hf = {
-        "architectures": [_ARCHITECTURE_NAMES[config.model_type]],
+        "architectures": [spec.architecture],
         "model_type": config.model_type,
         "vocab_size": config.vocab_size,
         "hidden_size": config.hidden_size,
@@ -152,12 +148,7 @@ def config_to_hf(config: ModelConfig, dtype: str = "float32") -> dict[str, Any]:
         "torch_dtype": dtype,
         "dtype": dtype,
     }
-    if config.model_type == "llama":
-        hf.update(attention_bias=False, mlp_bias=False, pretraining_tp=1)
-    else:
-        hf.update(use_sliding_window=False, sliding_window=None, max_window_layers=config.num_layers)
-    if config.model_type == "qwen3":
-        hf.update(attention_bias=config.attention_bias)
+    hf.update(spec.hf_fields(config))
     return hf
 
 

@@ -1,4 +1,4 @@
-"""Hugging Face checkpoint directories <-> ``Qwen2`` models (Qwen2/Qwen2.5, Llama and Qwen3 families).
+"""Hugging Face checkpoint directories <-> ``Decoder`` models (Qwen2/Qwen2.5, Llama and Qwen3 families).
 
 A checkpoint directory holds ``config.json`` and either ``model.safetensors`` or
 ``model.safetensors.index.json`` with its shards (plus, optionally, tokenizer files: see
@@ -38,7 +38,7 @@ from flax import nnx
 from milegpo_jax import parallel
 from milegpo_jax.models.hf_format import CheckpointError, TensorMap, config_from_hf, config_to_hf, tensor_maps
 from milegpo_jax.models.model_config import ModelConfig
-from milegpo_jax.models.qwen2 import Qwen2, abstract_model
+from milegpo_jax.models.decoder import Decoder, abstract_model
 from milegpo_jax.models.runtime import RuntimeOptions
 
 CONFIG_NAME = "config.json"
@@ -149,7 +149,7 @@ def load_pretrained(
     *,
     runtime: RuntimeOptions | None = None,
     mode: str = "train",
-) -> tuple[Qwen2, ModelConfig]:
+) -> tuple[Decoder, ModelConfig]:
     """Load a HF Qwen2/Qwen2.5, Llama or Qwen3 checkpoint directory; returns ``(model, config)``.
 
     ``runtime`` (default ``RuntimeOptions()``) says how the model runs: its parameters are stored in
@@ -239,12 +239,12 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 _ARCH_FIELDS = (
     "vocab_size", "hidden_size", "intermediate_size", "num_layers", "num_heads", "num_kv_heads", "head_dim",
-    "tie_word_embeddings", "model_type", "attention_bias", "qk_norm",
+    "tie_word_embeddings", "model_type", "attention_bias",
 )
 
 
 def save_pretrained(
-    model: Qwen2,
+    model: Decoder,
     config: ModelConfig,
     path: str | os.PathLike,
     *,

@@ -1,5 +1,5 @@
 """The decoder's building blocks in Flax NNX: RMSNorm, rotary embeddings, grouped-query attention,
-the SwiGLU MLP and one decoder layer (docs/models.md §1). ``qwen2.py`` stacks them into the model.
+the SwiGLU MLP and one decoder layer (docs/models.md §1). ``decoder.py`` stacks them into the model.
 
 Parameters are stored in the layout the einsums use (``q_kernel [embed, heads, head_dim]``, ...) and
 carry logical axis names (``milegpo_jax.parallel`` maps them to the mesh); a ``stack`` of sizes adds
@@ -15,14 +15,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.attention import (
-    SegmentBlocks,
-    SegmentKernel,
-    blocked_causal_attention,
-    dense_attention,
-    expand_tree,
-)
-from milegpo_jax.models.attention_kernels import fused_causal_attention
+from milegpo_jax.models.attention import AttentionPlan
 from milegpo_jax.models.model_config import ModelConfig
 from milegpo_jax.parallel import constrain
 
@@ -98,13 +91,13 @@ class Attention(nnx.Module):
         self.q_bias = make_param(rngs, zeros, (n, h), w, ("heads", "head_dim"), stack) if bias else None
         self.k_bias = make_param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack) if bias else None
         self.v_bias = make_param(rngs, zeros, (k, h), w, ("kv_heads", "head_dim"), stack) if bias else None
-        norm = config.qk_norm
+        norm = config.qk_norm  # the family's (families.FamilySpec)
         self.q_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
         self.k_norm = RMSNorm(h, config.rms_norm_eps, w, rngs=rngs, stack=stack) if norm else None
 
-    def __call__(self, x, cos, sin, mask, sharding, kv, layer_index, cache_index):
-        """x ``[B, T, D]``; mask bool ``[B, T, S]``, ``SegmentBlocks`` or ``SegmentKernel``; kv: ``None`` or the whole
-        cache's (keys, values)."""
+    def __call__(self, x, cos, sin, plan: AttentionPlan, sharding, kv, layer_index, cache_index):
+        """x ``[B, T, D]``; ``plan``: how this forward attends (models/attention.py); kv: ``None`` or the
+        whole cache's (keys, values)."""
         dt = x.dtype
 
         def project(kernel, bias, norm, axes):
@@ -129,22 +122,7 @@ class Attention(nnx.Module):
 
         b, t, n, h = q.shape
         q = q.reshape(b, t, k.shape[2], n // k.shape[2], h)  # heads of one KV group are adjacent (as repeat_kv)
-        if isinstance(mask, SegmentKernel) and mask.tree is not None:
-            # tree-packed rows: the kernel over each segment laid out after its ancestors (attention.TreeExpansion)
-            tree = mask.tree
-            out = fused_causal_attention(*(expand_tree(x, tree.index) for x in (q, k, v)), tree.segments, mask.impl,
-                                         sharding=sharding, interpret=mask.interpret)
-            out = expand_tree(out, tree.collect)
-        elif isinstance(mask, SegmentKernel):
-            seen = mask.kv_segments.shape[1]  # with a cache: the slots written so far, ending with this call's
-            if seen < k.shape[1]:
-                k, v = k[:, :seen], v[:, :seen]
-            out = fused_causal_attention(q, k, v, mask.segments, mask.impl, kv_segments=mask.kv_segments,
-                                         sharding=sharding, interpret=mask.interpret)
-        elif isinstance(mask, SegmentBlocks):
-            out = blocked_causal_attention(q, k, v, mask.segments, mask.block, mask.ancestors)
-        else:
-            out = dense_attention(q, k, v, mask)
+        out = plan(q, k, v, sharding)
         out = out.reshape(b, t, n, h)
         out = constrain(out, ("batch", "seq", "act_heads", "head_dim"), sharding)
         y = jnp.einsum("btnh,nhd->btd", out, self.o_kernel[...].astype(dt))
@@ -177,8 +155,8 @@ class DecoderLayer(nnx.Module):
         self.post_attn_norm = RMSNorm(config.hidden_size, config.rms_norm_eps, w, rngs=rngs, stack=stack)
         self.mlp = MLP(config, w, rngs=rngs, stack=stack)
 
-    def __call__(self, x, cos, sin, mask, sharding, kv, layer_index, cache_index):
-        attn_out, kv = self.attn(self.input_norm(x), cos, sin, mask, sharding, kv, layer_index, cache_index)
+    def __call__(self, x, cos, sin, plan: AttentionPlan, sharding, kv, layer_index, cache_index):
+        attn_out, kv = self.attn(self.input_norm(x), cos, sin, plan, sharding, kv, layer_index, cache_index)
         x = x + attn_out
         x = x + self.mlp(self.post_attn_norm(x), sharding)
         return x, kv

@@ -19,7 +19,7 @@ import jax.numpy as jnp
 from milegpo_jax.parallel import LogicalSharding, constrain
 
 if TYPE_CHECKING:
-    from milegpo_jax.models.qwen2 import Qwen2
+    from milegpo_jax.models.decoder import Decoder
 
 
 def project_to_vocab(hidden: jax.Array, weight: jax.Array, tied: bool, sharding=None) -> jax.Array:
@@ -72,7 +72,7 @@ def logprobs_from_hidden(
 
 
 def token_logprobs(
-    model: Qwen2,
+    model: Decoder,
     input_ids: jax.Array,
     targets: jax.Array,
     *,

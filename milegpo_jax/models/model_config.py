@@ -2,7 +2,7 @@
 describes), the public shapes (``PRESETS``) and the names the runtime options choose from (dtypes,
 remat policies, attention forms).
 
-Apart from the Flax model (``qwen2.py``) so that the training config (``milegpo_jax.config``) can check
+Apart from the Flax model (``decoder.py``) so that the training config (``milegpo_jax.config``) can check
 a model section without importing jax (docs/models.md §1).
 """
 
@@ -11,15 +11,15 @@ from __future__ import annotations
 import dataclasses
 import typing
 
+from milegpo_jax.models.families import FAMILIES, family
+
 DTYPES = ("float32", "bfloat16", "float16")
 # per decoder layer: "none", "full" (keep only the layer's inputs), "dots" (keep matmul outputs),
 # "offload" (keep only the layer's inputs, in host memory)
 REMAT_POLICIES = ("none", "full", "dots", "offload")
-# the forms of cache-free forwards; models/attention.py holds the same tuple next to the code that
-# implements them (tests/models/test_presets.py keeps the two equal)
+# the forms of cache-free forwards (models/attention.py; its KERNEL_PLATFORMS names the kernels:
+# tests/models/test_attention_kernels.py keeps the two in step)
 ATTENTION_IMPLS = ("auto", "xla", "blocks", "splash", "gpu_flash")
-# config.json model_type of each family the model implements
-MODEL_TYPES = ("qwen2", "llama", "qwen3")
 
 
 class ModelConfigError(ValueError):
@@ -65,9 +65,8 @@ class ModelConfig:
     bos_token_id: int | None = None
     eos_token_id: int | tuple[int, ...] | None = None
     pad_token_id: int | None = None
-    model_type: str = "qwen2"  # which HF family config.json names on save
-    attention_bias: bool = True  # q/k/v projection biases (Qwen2)
-    qk_norm: bool = False  # per-head RMSNorm of q and k before RoPE (Qwen3)
+    model_type: str = "qwen2"  # the family (families.FAMILIES): what config.json names on save
+    attention_bias: bool = True  # q/k/v projection biases (Qwen2 always; a switch in Llama and Qwen3)
     rope_scaling: Llama3RopeScaling | None = None
 
     def __post_init__(self):
@@ -91,12 +90,17 @@ class ModelConfig:
             raise ModelConfigError(f"head_dim must be even for rotary embeddings, got {self.head_dim}")
         if not (self.rope_theta > 0 and self.rms_norm_eps > 0):
             raise ModelConfigError("rope_theta and rms_norm_eps must be positive")
-        if self.model_type not in MODEL_TYPES:
-            raise ModelConfigError(f"model_type must be one of {MODEL_TYPES}, got {self.model_type!r}")
+        if self.model_type not in FAMILIES:
+            raise ModelConfigError(f"model_type must be one of {tuple(FAMILIES)}, got {self.model_type!r}")
         if isinstance(self.rope_scaling, dict):  # e.g. from dataclasses.asdict / a config file
             object.__setattr__(self, "rope_scaling", Llama3RopeScaling(**self.rope_scaling))
         if isinstance(self.eos_token_id, list):
             object.__setattr__(self, "eos_token_id", tuple(self.eos_token_id))  # stay hashable
+
+    @property
+    def qk_norm(self) -> bool:
+        """Per-head RMSNorm of q and k before RoPE: the family's (Qwen3)."""
+        return family(self.model_type).qk_norm
 
     def replace(self, **changes) -> ModelConfig:
         return dataclasses.replace(self, **changes)

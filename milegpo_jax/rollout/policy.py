@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from milegpo_jax.models.qwen2 import Qwen2
+from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.sampling import SamplingConfig, generate_text
 
@@ -45,7 +45,7 @@ class SamplerUsage:
 class SamplerPolicy:
     """Wraps ``generate_text`` for the collector; prompts are single user messages (docs/environments.md §6.1)."""
 
-    def __init__(self, model: Qwen2, tokenizer, sampling: SamplingConfig):
+    def __init__(self, model: Decoder, tokenizer, sampling: SamplingConfig):
         self.model = model
         self.tokenizer = tokenizer
         self.sampling = sampling  # every call's, but the temperature (training or evaluation)

@@ -1,4 +1,4 @@
-"""Batched generation over the Qwen2 policy: one prefill, then KV-cache decoding in one jitted loop.
+"""Batched generation over the policy (a ``Decoder``): one prefill, then KV-cache decoding in one jitted loop.
 
 ``generate(model, prompts, config, key=...)`` takes token-id prompts of any lengths and returns, per
 row, the generated ids, their log-probabilities under the policy (temperature 1: what the PPO ratio
@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
-from milegpo_jax.models.qwen2 import CACHE_AXES, KVCache, Qwen2
+from milegpo_jax.models.decoder import CACHE_AXES, Decoder, KVCache
 from milegpo_jax.parallel import LogicalSharding, constrain
 from milegpo_jax.sampling.config import SamplingConfig, SamplingError
 from milegpo_jax.sampling.logits import choose_tokens
@@ -202,7 +202,7 @@ def _record_next_token(state: DecodeState, logits: jax.Array, controls: Controls
     )
 
 
-def _prefill_rows(model: Qwen2, cache: KVCache, ids, mask, chunk: int, start: int):
+def _prefill_rows(model: Decoder, cache: KVCache, ids, mask, chunk: int, start: int):
     """``ids [B, L]`` through the model into ``cache`` (``start`` slots already written), ``chunk``
     positions per step (a ``lax.scan``: scores are [batch, heads, chunk, cache slots], not the prompt's
     square); returns the advanced cache and each row's hidden state at its last position ``[B, hidden]``.
@@ -231,7 +231,7 @@ def _prefill_rows(model: Qwen2, cache: KVCache, ids, mask, chunk: int, start: in
     return cache, last_hidden
 
 
-def _first_state(model: Qwen2, cache: KVCache, logits, controls: Controls, switches: Switches) -> DecodeState:
+def _first_state(model: Decoder, cache: KVCache, logits, controls: Controls, switches: Switches) -> DecodeState:
     """The decode state after a prefill: the first token chosen from ``logits [B, V]``."""
     batch = logits.shape[0]
     outputs = jnp.zeros((batch, switches.budget), jnp.float32)
@@ -371,7 +371,7 @@ def _put(value, sharding: LogicalSharding | None, axes):
 
 
 def generate(
-    model: Qwen2,
+    model: Decoder,
     prompts: Sequence[Sequence[int]],
     config: SamplingConfig,
     *,

@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 import jax
 import numpy as np
 
-from milegpo_jax.models.qwen2 import Qwen2
+from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.sampling.config import SamplingConfig, SamplingError
 from milegpo_jax.sampling.sampler import GenerationBatch, generate
 
@@ -95,7 +95,7 @@ def tokens_through_first_stop(
     return low
 
 
-def _default_eos_ids(tokenizer, model: Qwen2) -> tuple[int, ...]:
+def _default_eos_ids(tokenizer, model: Decoder) -> tuple[int, ...]:
     """The tokenizer's EOS (``<|im_end|>`` for the Qwen2.5 chat template) and the model config's."""
     ids = [tokenizer.eos_token_id]
     model_eos = model.config.eos_token_id
@@ -104,7 +104,7 @@ def _default_eos_ids(tokenizer, model: Qwen2) -> tuple[int, ...]:
 
 
 def generate_text(
-    model: Qwen2,
+    model: Decoder,
     tokenizer,
     prompts: Sequence[str | Messages],
     config: SamplingConfig,

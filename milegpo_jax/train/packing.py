@@ -5,7 +5,7 @@ fields (response mask, behaviour log-probs, the advantage broadcast over the row
 placed into sequences of ``capacity`` tokens by first-fit decreasing; inside a sequence each row gets
 its own segment id (1, 2, ...) in ``attention_mask`` and 0 marks the padding at the end. The model
 then attends within a segment only and restarts the RoPE positions at every segment, so each row's
-log-probs are those it has alone in a right-padded row (``milegpo_jax.models.qwen2``).
+log-probs are those it has alone in a right-padded row (``milegpo_jax.models.decoder``).
 
 The sequences of one mini-batch form ``[micro_batches, sequences_per_micro, capacity]`` with
 ``sequences_per_micro`` at most the configured micro-batch size and a multiple of ``quantum`` (the

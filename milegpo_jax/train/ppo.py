@@ -17,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 from milegpo_jax.models.logprobs import logprobs_from_hidden
-from milegpo_jax.models.qwen2 import Qwen2
+from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.multihost import to_host
 from milegpo_jax.rollout.collector import PolicyResponse
 from milegpo_jax.train.packing import (
@@ -60,7 +60,7 @@ def sequence_capacity(rows: Rows) -> int:
 
 
 @nnx.jit(static_argnames="chunk_size")
-def reference_logprobs(model: Qwen2, batch: dict[str, jax.Array], chunk_size: int | None = None) -> jax.Array:
+def reference_logprobs(model: Decoder, batch: dict[str, jax.Array], chunk_size: int | None = None) -> jax.Array:
     """``[B, K]`` log-probs of the targets at ``head_index`` under ``model`` (the frozen reference policy)."""
     hidden, _ = model.hidden_states(batch["inputs"], **layout_arguments(batch))
     hidden = jnp.take_along_axis(hidden, batch["head_index"][..., None], axis=1)
@@ -70,7 +70,7 @@ def reference_logprobs(model: Qwen2, batch: dict[str, jax.Array], chunk_size: in
 
 
 def with_reference_logprobs(
-    model: Qwen2, rows: Rows, *, capacity: int, max_sequences: int, pad_id: int, place: Place,
+    model: Decoder, rows: Rows, *, capacity: int, max_sequences: int, pad_id: int, place: Place,
     chunk_size: int | None = None, quantum: int = 1, sharing: Sharing = NO_SHARING,
 ) -> Rows:
     """``rows`` plus a ``ref_logprobs`` field at the response positions (0 elsewhere: the loss reads no

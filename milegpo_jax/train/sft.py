@@ -17,7 +17,7 @@ import numpy as np
 from flax import nnx
 
 from milegpo_jax.train.options import OptimizerConfig
-from milegpo_jax.models.qwen2 import Qwen2
+from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.multihost import to_host
 from milegpo_jax.train.optim import make_optimizer
 from milegpo_jax.train.packing import (
@@ -67,7 +67,7 @@ def packed_sft_batch(rows: Rows, pick: Sequence[int], pad_id: int, max_sequences
 
 
 def train_sft(
-    model: Qwen2,
+    model: Decoder,
     examples: Sequence[SFTExample],
     *,
     pad_id: int,
@@ -78,7 +78,7 @@ def train_sft(
     chunk_size: int | None = None,
     progress=None,
     share_prefixes: bool = True,
-) -> tuple[Qwen2, list[dict[str, float]]]:
+) -> tuple[Decoder, list[dict[str, float]]]:
     """``steps`` optimizer steps on random mini-batches of ``examples``; returns the fine-tuned model
     (``model``'s buffers are donated to it) and the per-step metrics. ``share_prefixes``: each
     mini-batch's shared prompt prefixes computed once (the same steps to float rounding)."""

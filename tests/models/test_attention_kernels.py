@@ -11,9 +11,9 @@ import pytest
 from flax import nnx
 
 from milegpo_jax.models import load_pretrained, token_logprobs
-from milegpo_jax.models.attention import check_attention_impl, choose_attention, dense_attention
+from milegpo_jax.models.attention import KERNEL_PLATFORMS, check_attention_impl, choose_attention, dense_attention
 from milegpo_jax.models.attention_kernels import fused_causal_attention
-from milegpo_jax.models.model_config import ModelConfigError
+from milegpo_jax.models.model_config import ATTENTION_IMPLS, ModelConfigError
 from milegpo_jax.models.runtime import RuntimeOptions
 from tests.models.test_attention import _dense_mask, _packed_segments
 
@@ -56,8 +56,9 @@ def test_the_platform_picks_the_form():
         check_attention_impl("splash", "cpu")
     with pytest.raises(ValueError, match="model.attention_impl='gpu_flash' runs on GPU only"):
         check_attention_impl("gpu_flash", "tpu")
-    with pytest.raises(ModelConfigError, match="attention_impl"):
+    with pytest.raises(ModelConfigError, match="attention_impl"):  # the one check of the name
         RuntimeOptions(attention_impl="flash")
+    assert set(ATTENTION_IMPLS) == {"auto", "xla", "blocks", *KERNEL_PLATFORMS}  # the names and the kernels agree
 
 
 @pytest.mark.parametrize("impl", ["splash"])  # gpu_flash through the model: the sharded check

@@ -9,7 +9,7 @@ import pytest
 from flax import nnx
 
 from milegpo_jax.models import RuntimeOptions, load_pretrained, token_logprobs
-from milegpo_jax.models.qwen2 import positions_within_segments
+from milegpo_jax.models.decoder import positions_within_segments
 from tests.models.helpers import forward, random_ids, torch_logits
 
 LENGTHS = (9, 4, 6)  # a ragged batch; the longest sets the padded length

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import milegpo_jax.models.layers as layers
+import milegpo_jax.models.attention as attention
 from milegpo_jax.models import load_pretrained
 from milegpo_jax.models.attention import choose_cache_attention
 from milegpo_jax.models.runtime import RuntimeOptions
@@ -31,13 +31,13 @@ def kernel_sized_prompts(seed: int = 60) -> list[np.ndarray]:
 def kernel_calls(monkeypatch):
     """Records the key length and query length of every kernel call the model traces."""
     calls = []
-    real = layers.fused_causal_attention
+    real = attention.fused_causal_attention
 
     def recording(q, k, v, segments, impl, **kwargs):
         calls.append((impl, q.shape[1], k.shape[1]))
         return real(q, k, v, segments, impl, **kwargs)
 
-    monkeypatch.setattr(layers, "fused_causal_attention", recording)
+    monkeypatch.setattr(attention, "fused_causal_attention", recording)  # AttentionPlan calls it
     return calls
 
 

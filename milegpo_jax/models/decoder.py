@@ -6,7 +6,8 @@ rotate-half layout) -> residual -> RMSNorm -> SwiGLU MLP -> residual; final RMSN
 the embedding or not. The three families differ only in ``ModelConfig`` fields (docs/models.md §1):
 ``attention_bias`` (q/k/v biases: Qwen2 yes, Llama and Qwen3 no), ``qk_norm`` (Qwen3's per-head
 RMSNorm of queries and keys before RoPE), ``head_dim`` (explicit in Qwen3) and ``rope_scaling``
-(Llama 3.1's frequency-dependent RoPE scaling). The class keeps its historical name ``Qwen2``.
+(Llama 3.1's frequency-dependent RoPE scaling), filled in from the family's ``FamilySpec``
+(``families.py``).
 
 ``ModelConfig`` (``model_config.py``) is the architecture; ``RuntimeOptions`` (``runtime.py``) says how
 the model runs: parameter and compute dtypes, rematerialisation, scanned layers (one stacked layer
@@ -65,12 +66,11 @@ from flax import nnx
 
 from milegpo_jax.models.attention import (
     KERNEL_PLATFORMS,
-    SegmentBlocks,
-    SegmentKernel,
+    AttentionPlan,
     TreeExpansion,
-    choose_attention,
     choose_cache_attention,
-    same_or_ancestor,
+    plan_attention,
+    plan_cache_attention,
 )
 from milegpo_jax.models.layers import DecoderLayer, RMSNorm, make_param, normal_init, rope_inverse_frequencies, rope_tables
 from milegpo_jax.models.logprobs import project_to_vocab
@@ -127,7 +127,7 @@ _REMAT = {
 }
 
 
-class Qwen2(nnx.Module):
+class Decoder(nnx.Module):
     """The causal LM. Build from a ``ModelConfig`` (random init) or with ``load_pretrained``;
     ``runtime`` says how it runs (default ``RuntimeOptions()``)."""
 
@@ -203,20 +203,11 @@ class Qwen2(nnx.Module):
         if positions is not None and positions.shape != (b, t):
             raise ValueError(f"positions has shape {positions.shape}, input_ids {(b, t)}")
 
-        platform = self.platform()
+        impl, platform = options.attention_impl, self.platform()
         if cache is None:
             if positions is None:
                 positions = positions_within_segments(segments)
-            form = choose_attention(options.attention_impl, platform, t, options.attention_block)
-            if form in KERNEL_PLATFORMS:
-                if segment_ancestors is not None and tree is None:
-                    raise ValueError(f"tree-packed rows need their expansion for the {form} kernel (packing.Sharing.expand_block)")
-                mask = SegmentKernel(segments, segments, form, interpret=platform == "cpu", tree=tree)
-            elif form == "blocks":
-                mask = SegmentBlocks(segments, options.attention_block, segment_ancestors)
-            else:
-                causal = jnp.tril(jnp.ones((t, t), bool))
-                mask = same_or_ancestor(segments, segments, segment_ancestors) & causal[None]
+            plan = plan_attention(impl, platform, segments, options.attention_block, segment_ancestors, tree)
             kv, cache_index = None, None
         else:
             if segment_ancestors is not None:
@@ -232,19 +223,7 @@ class Qwen2(nnx.Module):
                 seen = jnp.sum(cache.segment_ids != 0, axis=1, dtype=jnp.int32)
                 positions = jnp.maximum(seen[:, None] + jnp.cumsum(segments != 0, axis=1) - 1, 0)
             slot_segments = jax.lax.dynamic_update_slice(cache.segment_ids, segments, (0, cache_index))
-            form = self.prefill_attention(t, cache_start)
-            if form in KERNEL_PLATFORMS:
-                if not isinstance(cache.index, jax.core.Tracer) and int(cache.index) != cache_start:
-                    raise ValueError(f"cache_start={cache_start}, but the cache has {int(cache.index)} slots written")
-                mask = SegmentKernel(segments, slot_segments[:, : cache_start + t], form, interpret=platform == "cpu")
-            else:
-                query_slots = cache_index + jnp.arange(t)
-                key_slots = jnp.arange(cache.max_len)
-                mask = (
-                    (slot_segments[:, None, :] == segments[:, :, None])
-                    & (slot_segments[:, None, :] != 0)
-                    & (key_slots[None, None, :] <= query_slots[None, :, None])
-                )
+            plan = plan_cache_attention(impl, platform, segments, slot_segments, cache_index, cache_start)
             kv = (cache.keys, cache.values)
 
         x = jnp.take(self.embedding[...], input_ids, axis=0).astype(options.compute_dtype)
@@ -252,7 +231,7 @@ class Qwen2(nnx.Module):
         cos, sin = rope_tables(positions, rope_inverse_frequencies(cfg))
         if not 0 <= frozen_layers <= cfg.num_layers:
             raise ValueError(f"frozen_layers={frozen_layers}: the model has {cfg.num_layers} layers")
-        x, kv = self._decoder_stack(x, cos, sin, mask, kv, cache_index, frozen_layers)
+        x, kv = self._decoder_stack(x, cos, sin, plan, kv, cache_index, frozen_layers)
         hidden = self.final_norm(x)
 
         if cache is not None:
@@ -274,8 +253,6 @@ class Qwen2(nnx.Module):
         """The form of a cached forward of ``length`` positions on top of ``cache_start`` written slots:
         a kernel's name or "xla", the dense form over every slot (always when ``cache_start`` is not
         known; ``choose_cache_attention``, docs/models.md §7.1)."""
-        if cache_start is None:
-            return "xla"
         return choose_cache_attention(self.runtime.attention_impl, self.platform(), length, cache_start)
 
     def prefill_uses_kernel(self, length: int, cache_start: int | None) -> bool:
@@ -283,14 +260,14 @@ class Qwen2(nnx.Module):
         not in chunks: the kernel never holds the scores that chunking bounds."""
         return self.prefill_attention(length, cache_start) in KERNEL_PLATFORMS
 
-    def _decoder_stack(self, x, cos, sin, mask, kv, cache_index, frozen_layers: int = 0):
+    def _decoder_stack(self, x, cos, sin, plan: AttentionPlan, kv, cache_index, frozen_layers: int = 0):
         cfg, options, sh = self.config, self.runtime, self.sharding
         policy = _REMAT.get(options.remat)
 
         def run(layer_params, graphdef, x, kv, layer_index):
             x = checkpoint_name(x, LAYER_INPUT)  # the residual the "offload" policy moves to the host
             layer = nnx.merge(graphdef, layer_params)
-            return layer(x, cos, sin, mask, sh, kv, layer_index, cache_index)
+            return layer(x, cos, sin, plan, sh, kv, layer_index, cache_index)
 
         if options.scan_layers:
             graphdef, params = nnx.split(self.layers)
@@ -315,7 +292,7 @@ class Qwen2(nnx.Module):
 
         for layer_index, layer in enumerate(self.layers):
             if options.remat == "none":
-                x, kv = layer(x, cos, sin, mask, sh, kv, layer_index, cache_index)
+                x, kv = layer(x, cos, sin, plan, sh, kv, layer_index, cache_index)
             else:
                 graphdef, params = nnx.split(layer)
                 step = jax.checkpoint(
@@ -354,7 +331,7 @@ class Qwen2(nnx.Module):
 
 
 def init_model(config: ModelConfig, runtime: RuntimeOptions | None = None, *, seed: int = 0,
-               sharding: LogicalSharding | None = None) -> Qwen2:
+               sharding: LogicalSharding | None = None) -> Decoder:
     """A randomly initialised model (HF's normal(initializer_range) init; zero biases, unit norms).
 
     One jitted initialiser; with ``sharding`` every parameter is created directly in its place.
@@ -363,20 +340,20 @@ def init_model(config: ModelConfig, runtime: RuntimeOptions | None = None, *, se
     out_shardings = None if sharding is None else state_shardings(abstract_state, sharding)
 
     def create():
-        return nnx.state(Qwen2(config, runtime, rngs=nnx.Rngs(seed), sharding=sharding))
+        return nnx.state(Decoder(config, runtime, rngs=nnx.Rngs(seed), sharding=sharding))
 
     return nnx.merge(graphdef, jax.jit(create, out_shardings=out_shardings)())
 
 
 def abstract_model(config: ModelConfig, runtime: RuntimeOptions | None = None,
-                   sharding: LogicalSharding | None = None) -> Qwen2:
+                   sharding: LogicalSharding | None = None) -> Decoder:
     """The model's structure with ``ShapeDtypeStruct`` leaves: no memory, no computation."""
-    return nnx.eval_shape(lambda: Qwen2(config, runtime, rngs=nnx.Rngs(0), sharding=sharding))
+    return nnx.eval_shape(lambda: Decoder(config, runtime, rngs=nnx.Rngs(0), sharding=sharding))
 
 
-def num_params(model_or_config: Qwen2 | ModelConfig | ModelSpec) -> int:
+def num_params(model_or_config: Decoder | ModelConfig | ModelSpec) -> int:
     """Parameters of a model or of the architecture (the same count whatever the runtime options)."""
-    if isinstance(model_or_config, Qwen2):
+    if isinstance(model_or_config, Decoder):
         model = model_or_config
     else:
         model = abstract_model(model_or_config.config if isinstance(model_or_config, ModelSpec) else model_or_config)
