@@ -17,5 +17,6 @@ summary.py      every table and figure from results.jsonl, `python -m experiment
 cli.py          the command line, `python -m experiments.arena` (docs/arena.md)
 study.py        held-out rates and updates, `python -m experiments.arena study`
 family_report.py  several studies read together, `python -m experiments.arena family`
+compare.py      tree groups against independent rollouts across two studies per game, `python -m experiments.arena compare`
 uniform.py      the uniform policy's success on a setting, `python -m experiments.arena uniform`
 """

@@ -90,7 +90,7 @@ def analyse(records: Sequence[Mapping], select_seeds: Sequence[int] | None, marg
     return {"names": names, "results": results, "curves": {name: [run["success"] for run in scored[name]] for name in names},
             "diagnostics": diagnostics, "claims": claims, "best_outsider": outsider, "margin": margin,
             "grid": grid if selection is not None else None,
-            "chosen": {name: option_label(*chosen[name]) for name in names},
+            "chosen": {name: option_label(*chosen[name]) for name in names}, "per_seed": per_seed,
             "scored_seeds": sorted({r["seed"] for runs in scored.values() for r in runs})}
 
 

@@ -58,8 +58,9 @@ def read_records(work: Path) -> list[dict]:
     return records
 
 
-def summarize(work: Path) -> dict:
-    """Writes every table and figure of ``work``; returns the analysis (analysis.analyse)."""
+def read_analysed(work: Path) -> tuple[dict, list[dict], dict]:
+    """``work``'s settings, its records (curves read over env steps where it has a budget) and their
+    analysis (analysis.analyse), from arena.json and results.jsonl alone; writes nothing."""
     recorded = read_settings(work)
     study = recorded.get("study")
     records = read_records(work)
@@ -71,6 +72,14 @@ def summarize(work: Path) -> dict:
         result = analysis.analyse(records, study["select_seeds"] if study else None, margin)
     except ValueError as error:
         raise output.ResultsError(f"{work / output.RESULTS_FILE}: {error}") from None
+    return recorded, records, result
+
+
+def summarize(work: Path) -> dict:
+    """Writes every table and figure of ``work``; returns the analysis (analysis.analyse)."""
+    recorded, records, result = read_analysed(work)
+    study = recorded.get("study")
+    margin = result["margin"]
     title = title_of(recorded, len(result["scored_seeds"]))
     if any("env_steps" in record for record in records):
         _tree_facts(work, recorded, records, result)
