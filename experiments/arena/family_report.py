@@ -28,6 +28,8 @@ def load_game(work: Path) -> dict:
     study = recorded.get("study")
     if not study:
         raise output.ResultsError(f"{work / output.SETTINGS_FILE}: not a study (the family reads held-out studies)")
+    if recorded["settings"].get("env_steps") is not None:  # its AUC is over iterations, a budgeted run's over env steps
+        raise output.ResultsError(f"{work}: a study at an env-step budget (--env-steps); compare reads those")
     return {"name": work.name, "records": output.read_results(work), "select_seeds": study["select_seeds"],
             "margin": study["margin"]}
 

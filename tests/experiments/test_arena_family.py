@@ -110,9 +110,9 @@ def test_family_rows_pool_the_games_in_scale_units():
     assert planned["per_game"]["one"] == power.seeds_needed([power.planning_sd(matched_one["spread"], 4)], 0.02, 0.05 / 12)
 
 
-def _write_study(directory, records):
+def _write_study(directory, records, **more_settings):
     directory.mkdir()
-    settings = {"groups": 2, "group_size": 2, "tasks": 2, "update": "pg"}  # what summarize checks (arena.inputs)
+    settings = {"groups": 2, "group_size": 2, "tasks": 2, "update": "pg", **more_settings}  # what summarize checks
     study = {"select_seeds": [0], "eval_seeds": [1, 2, 3], "margin": 0.01, "updates": ["pg"]}
     (directory / "arena.json").write_text(json.dumps({"env": "x", "settings": settings, "study": study}))
     (directory / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
@@ -136,3 +136,6 @@ def test_family_command_writes_stable_files_and_refuses_bad_input(tmp_path, caps
         assert len(err.splitlines()) == 1 and message in err
     assert family_report.main([str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert "arena.json: no such file" in capsys.readouterr().err
+    _write_study(tmp_path / "budgeted", _game([0.03, 0.06, 0.09]), env_steps=400)  # AUC over env steps: compare's
+    assert family_report.main([str(tmp_path / "budgeted"), "--out", str(tmp_path / "o")]) == 2
+    assert "env-step budget" in capsys.readouterr().err and not (tmp_path / "o").exists()
