@@ -45,8 +45,8 @@ FAMILIES: dict[str, FamilySpec] = {
     spec.model_type: spec
     for spec in (
         FamilySpec("qwen2", "Qwen2ForCausalLM", bias_switch=False, hf_fields=_sliding_window_off),
-        # attention_bias is written false whatever the model has, as this port always has: a Llama
-        # checkpoint with q/k/v biases does not round-trip (none of the supported ones has them)
+        # attention_bias is always written false: a Llama checkpoint with it on also has an o_proj
+        # bias, which this port does not implement, so loading one is refused (hf_io's tensor check)
         FamilySpec("llama", "LlamaForCausalLM", gguf_permuted_qk=True,
                    hf_fields=lambda config: {"attention_bias": False, "mlp_bias": False, "pretraining_tp": 1}),
         FamilySpec("qwen3", "Qwen3ForCausalLM", qk_norm=True,
