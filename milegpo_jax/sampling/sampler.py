@@ -49,13 +49,7 @@ from milegpo_jax.parallel import LogicalSharding, constrain
 from milegpo_jax.sampling.config import SamplingConfig, SamplingError
 from milegpo_jax.sampling.logits import choose_tokens
 from milegpo_jax.sampling.prefix import left_padded, share_prefixes
-from milegpo_jax.sampling.plan import (  # noqa: F401 - MIN_PROMPT_BUCKET.. stay importable from here
-    MIN_PROMPT_BUCKET,
-    Switches,
-    plan_generation,
-    prefill_chunk_length,
-    prompt_bucket,
-)
+from milegpo_jax.sampling.plan import Switches, plan_generation
 from milegpo_jax.sampling.stopping import (
     EOS,
     FINISH_REASONS,

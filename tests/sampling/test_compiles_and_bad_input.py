@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from milegpo_jax.sampling import SamplingConfig, SamplingError, generate
-from milegpo_jax.sampling.sampler import MIN_PROMPT_BUCKET, prefill_chunk_length, prompt_bucket
+from milegpo_jax.sampling.plan import MIN_PROMPT_BUCKET, prefill_chunk_length, prompt_bucket
 from tests.sampling.helpers import CompileCounter, prompts_of_lengths
 
 BUDGET = 5  # a budget no other test uses, so the shapes below are compiled here first
