@@ -190,7 +190,7 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str], generati
 
     from flax import nnx
 
-    from milegpo_jax.models.attention import choose_cache_attention
+    from milegpo_jax.models.attention import KERNEL_BLOCK, choose_cache_attention
     from milegpo_jax.parallel import logical_sharding
     from milegpo_jax.sampling.config import SamplingConfig
     from milegpo_jax.sampling.plan import plan_generation
@@ -205,7 +205,7 @@ def sampler_programs(config, model_cfg, mesh, hbm: int, what: set[str], generati
     rollout = SamplingConfig(max_new_tokens=budget, max_cache_len=sampling.max_prompt_tokens + budget,
                              temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k)
     rows = config.env.groups_per_iteration * config.env.group_size
-    plan = plan_generation(rows, sampling.max_prompt_tokens, rollout, rollout.max_cache_len)
+    plan = plan_generation(rows, sampling.max_prompt_tokens, rollout, rollout.max_cache_len, KERNEL_BLOCK)  # TPU: kernel blocks
     batch, bucket, switches = plan.batch, plan.bucket, plan.switches
 
     def struct(shape, dtype, axes):

@@ -25,7 +25,7 @@ import dataclasses
 
 import numpy as np
 
-from milegpo_jax.sampling.plan import MIN_PROMPT_BUCKET, prefill_chunk_length
+from milegpo_jax.sampling.plan import MIN_PROMPT_BUCKET, length_bucket, prefill_chunk_length
 from milegpo_jax.shapes import bucket_size
 
 
@@ -77,7 +77,8 @@ def left_padded(rows: list[np.ndarray], count: int, length: int) -> tuple[np.nda
 
 
 def share_prefixes(
-    prompts: list[np.ndarray], batch: int, full_bucket: int, budget: int, cache_limit: int, chunk_tokens: int
+    prompts: list[np.ndarray], batch: int, full_bucket: int, budget: int, cache_limit: int, chunk_tokens: int,
+    block: int = MIN_PROMPT_BUCKET,
 ) -> SharedPrefill | None:
     """The shared prefill of ``prompts`` (``batch`` rows after padding), or None when it would not
     compute fewer padded positions than the plain prefill of ``batch x full_bucket`` or would not fit
@@ -92,8 +93,8 @@ def share_prefixes(
         if index == len(distinct):
             distinct.append(tail)
         row_suffix[row] = index
-    prefix_bucket = bucket_size(shared, MIN_PROMPT_BUCKET) if shared else 0
-    suffix_bucket = bucket_size(max(s.size for s in distinct), MIN_PROMPT_BUCKET)
+    prefix_bucket = length_bucket(shared, block) if shared else 0
+    suffix_bucket = length_bucket(max(s.size for s in distinct), block)
     suffix_rows = bucket_size(len(distinct))
     positions = prefix_bucket + suffix_rows * suffix_bucket
     if positions >= batch * full_bucket or prefix_bucket + suffix_bucket + budget > cache_limit:

@@ -7,7 +7,7 @@ needs) and under the sampling distribution, the number of tokens and why the row
 How a call runs:
 
 1. Host: prompts are checked (non-empty, ids inside the vocabulary, prompt + budget within the cache
-   limit) and left-padded to a power-of-two length bucket (at least ``MIN_PROMPT_BUCKET``); the batch
+   limit) and left-padded to a length bucket (``plan.length_bucket``: 8 steps between two powers of two); the batch
    is padded to a power of two with rows that are finished from the start. A new prompt length or
    batch size therefore recompiles only when it crosses a bucket. These shapes and the compile-time
    switches come from ``milegpo_jax.sampling.plan.plan_generation``, the planner ``experiments.aot``
@@ -44,12 +44,13 @@ import jax.numpy as jnp
 import numpy as np
 from flax import nnx
 
+from milegpo_jax.models.attention import KERNEL_BLOCK
 from milegpo_jax.models.decoder import CACHE_AXES, Decoder, KVCache
 from milegpo_jax.parallel import LogicalSharding, constrain
 from milegpo_jax.sampling.config import SamplingConfig, SamplingError
 from milegpo_jax.sampling.logits import choose_tokens
 from milegpo_jax.sampling.prefix import left_padded, share_prefixes
-from milegpo_jax.sampling.plan import Switches, plan_generation
+from milegpo_jax.sampling.plan import MIN_PROMPT_BUCKET, Switches, plan_generation
 from milegpo_jax.sampling.stopping import (
     EOS,
     FINISH_REASONS,
@@ -394,7 +395,9 @@ def generate(
         )
     key = _as_key(key, config)
 
-    plan = plan_generation(len(prompts), longest, config, cache_limit)
+    # where a fused kernel can take the prefill, buckets are whole kernel blocks
+    block = KERNEL_BLOCK if model.prefill_uses_kernel(KERNEL_BLOCK, 0) else MIN_PROMPT_BUCKET
+    plan = plan_generation(len(prompts), longest, config, cache_limit, block)
     batch, bucket, switches = plan.batch, plan.bucket, plan.switches
     ids, mask = left_padded(prompts, batch, bucket)
     padded_budgets = np.zeros(batch, np.int32)
@@ -412,7 +415,7 @@ def generate(
     started = time.perf_counter()
     shared = None
     if config.prefix_sharing:
-        shared = share_prefixes(prompts, batch, bucket, budget, cache_limit, config.prefill_chunk_tokens)
+        shared = share_prefixes(prompts, batch, bucket, budget, cache_limit, config.prefill_chunk_tokens, block)
     if shared is None:
         positions = ids.size
         state = prefill(

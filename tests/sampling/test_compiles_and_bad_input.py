@@ -40,7 +40,14 @@ def test_runtime_values_do_not_recompile(tiny_model):
 def test_bucket_sizes():
     assert prompt_bucket(1, 8, 512) == MIN_PROMPT_BUCKET
     assert prompt_bucket(17, 8, 512) == 32
-    assert prompt_bucket(300, 100, 512) == 412  # capped so bucket + budget fits the cache limit
+    assert prompt_bucket(400, 100, 512) == 412  # capped so bucket + budget fits the cache limit
+    # 8 steps between two powers of two: at most 1/8 of padding, where a power of two wasted up to half
+    assert [prompt_bucket(n, 32, 4096) for n in (100, 129, 300, 513, 531, 630, 768, 2049)] == [
+        112, 144, 320, 576, 576, 640, 768, 2304]
+    assert all(prompt_bucket(n, 32, 4096) - n < max(n // 8, MIN_PROMPT_BUCKET) for n in range(1, 4000))
+    # where a fused kernel takes the prefill, whole 128-position kernel blocks
+    assert [prompt_bucket(n, 32, 4096, block=128) for n in (100, 129, 300, 531, 2049)] == [128, 256, 384, 640, 2304]
+    assert all(prompt_bucket(n, 32, 4096, block=128) % 128 == 0 for n in range(65, 3840))  # uncapped
     assert prefill_chunk_length(batch=32, bucket=256, chunk_tokens=2048) == 64
     assert prefill_chunk_length(batch=8, bucket=16, chunk_tokens=2048) == 16  # never beyond the bucket
     assert prefill_chunk_length(batch=8, bucket=64, chunk_tokens=100) == 8  # a power of two, rounded down
