@@ -127,11 +127,12 @@ def parse_choices(text: str, name: str, allowed: Sequence[str]) -> list[str]:
 
 
 def parse_branching(text: str | None, group_size: int) -> tuple[int, int, str] | None:
-    """``--branching ROOTS,BRANCHES,FORK_AT``: env.branching's fields and rules (docs/training.md, "Tree
-    rollouts"), for a tree of ``group_size`` leaves; None when not given."""
+    """``--branching ROOTS,BRANCHES,FORK_AT``: env.branching's fields, checked by the library's rules
+    (``TreeShape``, docs/training.md, "Tree rollouts") for a tree of ``group_size`` leaves, and by the
+    arena's bound on branches; None when not given."""
     if text is None:
         return None
-    from milegpo_jax.rollout.branching import FORK_RULES
+    from milegpo_jax.rollout.tree_shape import TreeShape
 
     parts = text.split(",")
     try:
@@ -140,13 +141,13 @@ def parse_branching(text: str | None, group_size: int) -> tuple[int, int, str] |
             raise ValueError
     except (ValueError, IndexError):
         raise ArenaInputError(f"--branching {text!r}: expected ROOTS,BRANCHES,FORK_AT, e.g. 2,3,uniform") from None
-    if not 1 <= roots < group_size:
-        raise ArenaInputError(f"--branching {text!r}: roots must be in 1..{group_size - 1} (below --group-size {group_size}, "
-                              "the leaves of a tree group: the roots and at least one fork)")
-    if not 1 <= branches <= MAX_EPISODES:
-        raise ArenaInputError(f"--branching {text!r}: branches must be in 1..{MAX_EPISODES} (forks made at a fork point)")
-    if fork_at not in FORK_RULES:
-        raise ArenaInputError(f"--branching {text!r}: unknown fork rule {fork_at!r}; choose one of {', '.join(FORK_RULES)}")
+    try:
+        TreeShape(roots, branches, fork_at, leaves=group_size)
+    except ValueError as error:
+        raise ArenaInputError(f"--branching {text!r}: {error}") from None
+    if branches > MAX_EPISODES:
+        raise ArenaInputError(f"--branching {text!r}: branches={branches}: must be <= {MAX_EPISODES} (the arena's "
+                              "bound on episodes in flight: one env-server batch)")
     return roots, branches, fork_at
 
 

@@ -31,6 +31,7 @@ from milegpo_jax.config.checks import (
 # their fields (names, types, defaults) and checks from them (docs/training.md §1).
 from milegpo_jax.models.model_config import PRESETS, ArchitectureConfig
 from milegpo_jax.models.runtime import RuntimeOptions
+from milegpo_jax.rollout.tree_shape import TreeShape, check_forks
 from milegpo_jax.sampling.config import SamplingConfig
 from milegpo_jax.train.options import OptimizerConfig, PPOLossConfig
 
@@ -80,9 +81,6 @@ class ModelSection(option_fields(RuntimeOptions, exclude=("logits_chunk",))):
             if getattr(self, name) is not None:
                 return name
         return None
-
-
-FORK_RULES = ("uniform", "first_visit")  # milegpo_jax/rollout/branching.py implements them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,17 +156,15 @@ class EnvSection:
                 )
 
     def _check_branching(self) -> None:
-        """The budget is the leaf count: K leaves a tree, K independent rollouts otherwise."""
+        """The budget is the leaf count: K leaves a tree, K independent rollouts otherwise. The rules are
+        ``TreeShape``'s (rollout/tree_shape.py); the fork options are checked while trees are off too."""
         tree = self.branching
         non_negative("env.branching.roots", tree.roots)
-        if tree.branches < 1:
-            raise ConfigError(f"env.branching.branches={tree.branches}: must be >= 1 (forks made at a fork point)")
-        choice("env.branching.fork_at", tree.fork_at, FORK_RULES)
-        if tree.enabled and tree.roots >= self.group_size:
-            raise ConfigError(
-                f"env.branching.roots={tree.roots}: must be < env.group_size={self.group_size}, the leaves of a "
-                "tree group (its budget): a budget of K leaves holds the roots and at least one fork"
-            )
+        if tree.enabled:
+            checked(TreeShape, "env.branching.", roots=tree.roots, branches=tree.branches, fork_at=tree.fork_at,
+                    leaves=self.group_size)
+        else:
+            checked(check_forks, "env.branching.", branches=tree.branches, fork_at=tree.fork_at)
 
     @property
     def num_envs(self) -> int:

@@ -1,5 +1,6 @@
 """Tree groups (docs/training.md, "Tree rollouts"): where a group's trajectories fork, and which recorded
-steps its leaves share. No I/O here: ``tree_collector.py`` plays the envs and asks this module.
+steps its leaves share. No I/O here: ``tree_collector.py`` plays the envs and asks this module; the
+shape and its rules (``TreeShape``, ``FORK_RULES``) are ``tree_shape.py``'s.
 
 A tree group has K leaves (``env.group_size``), as K independent rollouts would: ``roots`` episodes start
 from the task's start, and every fork point adds ``branches`` forks of a trajectory's current state (the
@@ -22,29 +23,11 @@ Whatever a rule leaves unspent when every trajectory of the group has ended star
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
-FORK_RULES = ("uniform", "first_visit")
-
-
-@dataclasses.dataclass(frozen=True)
-class TreeShape:
-    """The branching options the collector needs (config: ``env.branching``)."""
-
-    roots: int
-    branches: int
-    fork_at: str
-    leaves: int  # K
-
-    @staticmethod
-    def from_config(branching, group_size: int) -> TreeShape | None:
-        """The shape of ``env.branching`` (config/sections.py ``BranchingSection``), None when it is off."""
-        if not branching.enabled:
-            return None
-        return TreeShape(branching.roots, branching.branches, branching.fork_at, group_size)
+from milegpo_jax.rollout.tree_shape import FORK_RULES, TreeShape  # declared and checked there, jax- and numpy-free
 
 
 class GroupTree:
@@ -153,3 +136,6 @@ def leaf_rows(
                 rows.extend(where[(g, node, s)] for s in range(start, end))
             leaf.extend([k] * (len(rows) - len(leaf)))
     return np.array(rows, np.int64), np.array(leaf, np.int64)
+
+
+__all__ = ["FORK_RULES", "GroupTree", "TreeShape", "leaf_path", "leaf_rows", "leaves_through_steps"]

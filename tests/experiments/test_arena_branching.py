@@ -71,8 +71,9 @@ def test_over_env_steps_is_the_area_per_env_step():
 
 
 @pytest.mark.parametrize("value, named", [
-    ("2,0,uniform", "branches must be in 1.."), ("4,1,uniform", "roots must be in 1..3"),
-    ("0,1,uniform", "roots must be in 1..3"), ("2,1,entropy", "unknown fork rule 'entropy'"), ("2,1", "expected ROOTS"),
+    ("2,0,uniform", "branches=0: must be >= 1"), ("4,1,uniform", "roots=4: must be < leaves=4"),
+    ("0,1,uniform", "roots=0: must be >= 1"), ("2,1,entropy", "fork_at='entropy': must be one of uniform, first_visit"),
+    ("2,100000000,uniform", "branches=100000000: must be <="), ("2,1", "expected ROOTS"),
 ])
 def test_bad_branching_is_one_line_and_nothing_written(tmp_path, capsys, value, named):
     work = tmp_path / "w"

@@ -14,10 +14,9 @@ import pytest
 
 from milegpo_jax.config import ConfigError, config_hash, load_config
 from milegpo_jax.config import schema
-from milegpo_jax.config.sections import FORK_RULES
 from milegpo_jax.credit import registry
-from milegpo_jax.rollout.branching import FORK_RULES as IMPLEMENTED_RULES
 from milegpo_jax.rollout.branching import GroupTree, TreeShape, leaf_path, leaves_through_steps
+from milegpo_jax.rollout.tree_shape import FORK_RULES
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,7 +28,6 @@ def test_off_by_default_and_hashed_only_when_set():
     tree = load_config({"env": {"branching": {"roots": 2, "branches": 3, "fork_at": "first_visit"}}})
     assert config_hash(tree) != config_hash(default)
     assert TreeShape.from_config(tree.env.branching, 8) == TreeShape(2, 3, "first_visit", 8)
-    assert FORK_RULES == IMPLEMENTED_RULES
 
 
 @pytest.mark.parametrize(
@@ -37,7 +35,9 @@ def test_off_by_default_and_hashed_only_when_set():
     [
         ({"branches": 0}, "env.branching.branches=0: must be >= 1"),
         ({"roots": -1}, "env.branching.roots=-1: must be >= 0"),
-        ({"roots": 8}, "env.branching.roots=8: must be < env.group_size=8"),
+        ({"roots": 8}, "env.branching.roots=8: must be < leaves=8 (K, env.group_size)"),
+        ({"roots": 2, "branches": 0}, "env.branching.branches=0: must be >= 1"),
+        ({"roots": 2, "fork_at": "first"}, "env.branching.fork_at='first': must be one of uniform, first_visit; did you mean 'first_visit'?"),
         ({"fork_at": "entropy"}, "env.branching.fork_at='entropy': must be one of uniform, first_visit"),
     ],
 )
@@ -45,6 +45,19 @@ def test_bad_branching_names_the_field(branching, message):
     with pytest.raises(ConfigError) as error:
         load_config({"env": {"branching": branching}})
     assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_the_shape_checks_itself_and_its_rules_are_played():
+    for fork_at in FORK_RULES:  # every rule the checks let through, GroupTree plays (uniform: depth 1 of 1..1)
+        tree = GroupTree(TreeShape(roots=1, branches=1, fork_at=fork_at, leaves=2), max_steps=2, seed=0, group=0)
+        assert tree.forks([(0, 1, "s1")]) == [(0, 1)] and tree.remaining == 0
+    for args, message in [((0, 1, "uniform", 4), "roots=0: must be >= 1"),
+                          ((4, 1, "uniform", 4), "roots=4: must be < leaves=4 (K, env.group_size): a budget of K leaves"),
+                          ((1, 0, "uniform", 4), "branches=0: must be >= 1"),
+                          ((1, 1, "entropy", 4), "fork_at='entropy': must be one of uniform, first_visit")]:
+        with pytest.raises(ValueError) as error:
+            TreeShape(*args)
+        assert str(error.value).startswith(message)
 
 
 def test_the_trainer_refuses_in_one_line_with_exit_2(tmp_path):
