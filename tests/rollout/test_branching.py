@@ -35,7 +35,7 @@ def test_off_by_default_and_hashed_only_when_set():
     [
         ({"branches": 0}, "env.branching.branches=0: must be >= 1"),
         ({"roots": -1}, "env.branching.roots=-1: must be >= 0"),
-        ({"roots": 8}, "env.branching.roots=8: must be < leaves=8 (K, env.group_size)"),
+        ({"roots": 8}, "env.branching.roots=8: must be < leaves=8 (K, the group size: env.group_size, --group-size)"),
         ({"roots": 2, "branches": 0}, "env.branching.branches=0: must be >= 1"),
         ({"roots": 2, "fork_at": "first"}, "env.branching.fork_at='first': must be one of uniform, first_visit; did you mean 'first_visit'?"),
         ({"fork_at": "entropy"}, "env.branching.fork_at='entropy': must be one of uniform, first_visit"),
@@ -52,7 +52,7 @@ def test_the_shape_checks_itself_and_its_rules_are_played():
         tree = GroupTree(TreeShape(roots=1, branches=1, fork_at=fork_at, leaves=2), max_steps=2, seed=0, group=0)
         assert tree.forks([(0, 1, "s1")]) == [(0, 1)] and tree.remaining == 0
     for args, message in [((0, 1, "uniform", 4), "roots=0: must be >= 1"),
-                          ((4, 1, "uniform", 4), "roots=4: must be < leaves=4 (K, env.group_size): a budget of K leaves"),
+                          ((4, 1, "uniform", 4), "roots=4: must be < leaves=4 (K, the group size: env.group_size, --group-size): a budget of K leaves"),
                           ((1, 0, "uniform", 4), "branches=0: must be >= 1"),
                           ((1, 1, "entropy", 4), "fork_at='entropy': must be one of uniform, first_visit")]:
         with pytest.raises(ValueError) as error:
