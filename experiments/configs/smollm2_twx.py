@@ -17,6 +17,10 @@ episodes short (gold paths of 1-3 actions) while still asking the model to read 
 (is the coin here? which way is the other room?) and to choose among the admissible actions rather
 than repeat the instruction; a 6-step cap leaves room to wander.
 
+``smollm2_twx.py:main`` is the README's main job (``bash experiments/run.sh``): the same recipe cut
+to 4 iterations and evaluated only before and after them. Both seeds run reached held-out success
+1.000 by iteration 3, so iterations 5-6 and the middle evaluation added time, not learning.
+
 Speed levers (docs/training.md §10, measured in docs/results/real-llm.md): prefix sharing in the
 sampler (the 8 rollouts of a group prefill their first prompt once; every prompt shares its chat
 and instruction header), no KL term (no reference forward), and training the top 6 of 30 layers
@@ -28,8 +32,12 @@ import ml_collections
 from experiments.configs import base
 
 
+VARIANTS = ("main",)
+
+
 def get_config(arg=None):
-    del arg  # no variants
+    if arg not in (None, *VARIANTS):
+        raise ValueError(f"smollm2_twx.py:{arg}: unknown variant; choose one of {', '.join(VARIANTS)} (or none)")
     from milegpo_jax.models.import_gguf import converted_checkpoint
 
     config = base.get_config()
@@ -84,4 +92,8 @@ def get_config(arg=None):
     run.eval_every = 3
     run.eval_before_training = True
     run.save_every = 2
+    if arg == "main":  # the README's main job: at most 15 minutes on 2 cores, warm start included
+        run.name = "smollm2-twx-coin-main"
+        run.iterations = 4
+        run.eval_every = 0  # held-out success before RL and after its last iteration only
     return config

@@ -246,29 +246,37 @@ class Trainer:
         (``milegpo_jax.train.evaluation``), so evaluations pair task by task."""
         results: dict[str, float | str] = {}
         modes = [(False, self.config.sampling.eval_temperature)] + ([(True, 0.0)] if self.config.sampling.eval_greedy else [])
-        for greedy, temperature in modes:
-            for split, count in dict(self.config.env.eval_tasks_per_split).items():
-                tasks = list(range(count or self.pool.num_tasks(split)))
-                per_seed = []
-                for eval_seed in self.config.env.eval_seeds:
-                    # one-rollout groups, so the hosts can split the tasks whatever their count
-                    per_pass = self.pool.num_envs * jax.process_count()
-                    batch = merge_passes([
-                        self.rollout(GroupPlan(split, tuple(chunk), tuple([eval_seed] * len(chunk)), 1),
-                                     temperature, _seed(eval_seed, 7) + start)
-                        for start in range(0, len(tasks), per_pass)
-                        for chunk in [tasks[start : start + per_pass]]
-                    ])
-                    metrics = batch.metrics()
-                    figures = {"success_rate": metrics["success_rate"], "score": metrics["score"],
-                               "well_formed_rate": 1.0 - metrics["invalid_action_rate"]}
-                    figures.update({f"success_rate/{t}": v for t, v in batch.success_by_task_type().items()})
-                    per_seed.append(figures)
-                    results[outcome_key(split, eval_seed, greedy)] = outcome_string(batch.episodes, len(tasks))
-                prefix = f"greedy/{split}" if greedy else split
-                for key in sorted({key for figures in per_seed for key in figures}):
-                    results[f"{prefix}/{key}"] = float(np.mean([f[key] for f in per_seed if key in f]))
+        splits = {split: list(range(count or self.pool.num_tasks(split)))
+                  for split, count in dict(self.config.env.eval_tasks_per_split).items()}
+        per_pass = self.pool.num_envs * jax.process_count()  # one-rollout groups: the hosts split any count
+        passes = len(modes) * len(self.config.env.eval_seeds) * sum(-(-len(t) // per_pass) for t in splits.values())
+        with ProgressBar(passes, keys=(), description=f"evaluation {iteration}", enabled=self.config.logging.progress_bar) as bar:
+            for greedy, temperature in modes:
+                for split, tasks in splits.items():
+                    per_seed = []
+                    for eval_seed in self.config.env.eval_seeds:
+                        batch = self._play_tasks(split, tasks, eval_seed, temperature, per_pass, bar)
+                        metrics = batch.metrics()
+                        figures = {"success_rate": metrics["success_rate"], "score": metrics["score"],
+                                   "well_formed_rate": 1.0 - metrics["invalid_action_rate"]}
+                        figures.update({f"success_rate/{t}": v for t, v in batch.success_by_task_type().items()})
+                        per_seed.append(figures)
+                        results[outcome_key(split, eval_seed, greedy)] = outcome_string(batch.episodes, len(tasks))
+                    prefix = f"greedy/{split}" if greedy else split
+                    for key in sorted({key for figures in per_seed for key in figures}):
+                        results[f"{prefix}/{key}"] = float(np.mean([f[key] for f in per_seed if key in f]))
         return results
+
+    def _play_tasks(self, split: str, tasks: list[int], eval_seed: int, temperature: float, per_pass: int,
+                    bar: ProgressBar) -> RolloutBatch:
+        """One episode per task, in passes of at most ``per_pass`` tasks (the pool's size)."""
+        played = []
+        for start in range(0, len(tasks), per_pass):
+            chunk = tasks[start : start + per_pass]
+            plan = GroupPlan(split, tuple(chunk), tuple([eval_seed] * len(chunk)), 1)
+            played.append(self.rollout(plan, temperature, _seed(eval_seed, 7) + start))
+            bar.update({})
+        return merge_passes(played)
 
     # ------------------------------------------------------------------ one iteration
 

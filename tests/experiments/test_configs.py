@@ -82,3 +82,18 @@ def test_the_real_llm_recipe_trains_the_converted_smollm2():
     assert config.sft.episodes > 0 and config.run.eval_before_training
     credit = config.credit_config()
     assert credit.estimator == "milegpo" and credit.stage == "full"
+
+
+def test_the_main_job_is_the_real_llm_recipe_cut_short():
+    """``smollm2_twx.py:main`` (the README's main job) differs from the recipe only in its run length and
+    evaluations: fewer iterations, evaluated before RL and after the last iteration only."""
+    from milegpo_jax.config.identity import to_dict
+
+    recipe = to_dict(load_config(load_config_file(CONFIG_DIR / "smollm2_twx.py")))
+    main = load_config(load_config_file(f"{CONFIG_DIR / 'smollm2_twx.py'}:main"))
+    differ = {(section, key) for section, values in to_dict(main).items() if isinstance(values, dict)
+              for key, value in values.items() if recipe[section][key] != value}
+    assert differ == {("run", "iterations"), ("run", "eval_every"), ("run", "name")}
+    assert main.run.iterations < recipe["run"]["iterations"] and main.run.eval_every == 0 and main.run.eval_before_training
+    with pytest.raises(ValueError, match="unknown variant"):
+        load_config_file(f"{CONFIG_DIR / 'smollm2_twx.py'}:short")
