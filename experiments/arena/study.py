@@ -8,7 +8,7 @@ mean AUC there is then run on the evaluation seeds, and only those are scored (t
 contestant gets the same grid and the same number of runs; nothing is chosen on the seeds it is
 scored on. The margin is recorded with the settings before any run. ``--matched`` also runs both
 arms of each chain link at their shared option; ``--reuse DIR`` takes an earlier study's selection
-runs (docs/arena.md, "Studies"). Takes every arena option
+and evaluation runs (docs/arena.md, "Studies"). Takes every arena option
 (``--seeds`` excepted); the last line on stdout is one JSON object (``"job": "arena-study"``).
 """
 
@@ -70,9 +70,10 @@ def matched_arms(records: list[dict], names: list[str], select: set[int]) -> lis
 
 
 def reuse_runs(source: Path, work: Path, recorded: dict, names: list[str]) -> int:
-    """Writes the selection-seed runs of the study in ``source`` (same arena settings; runs are pure
-    functions of their seed and option, so these are the runs this study would make) as done.json
-    files of ``work``; returns how many. ArenaInputError if the settings differ."""
+    """Writes the runs of the study in ``source`` on this study's selection and evaluation seeds (same
+    arena settings; runs are pure functions of their seed and option, so these are runs this study
+    would make, and only those it makes are read) as done.json files of ``work``; returns how many.
+    ArenaInputError if the settings differ."""
     try:
         earlier = summary.read_settings(source)
         records = output.read_results(source)
@@ -82,7 +83,8 @@ def reuse_runs(source: Path, work: Path, recorded: dict, names: list[str]) -> in
         raise cli.ArenaInputError(f"--reuse {source}: its arena settings differ from this study's")
     count = 0
     for record in records:
-        if record["contestant"] in names and record["seed"] in recorded["study"]["select_seeds"]:
+        seeds = {*recorded["study"]["select_seeds"], *recorded["study"]["eval_seeds"]}
+        if record["contestant"] in names and record["seed"] in seeds:
             directory = output.run_dir(work, record["contestant"], record["seed"], record["lr"], record["update"])
             if output.read_done(directory) is None:
                 output.write_json_atomic(directory / output.DONE_FILE, record)

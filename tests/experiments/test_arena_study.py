@@ -272,8 +272,15 @@ def test_study_chooses_on_selection_seeds_and_scores_only_fresh_ones(tmp_path, c
     for name in ("graphgpo", "gigpo"):
         best = max(sorted(means[name], key=lambda o: (o[1], o[0])), key=means[name].get)
         assert {(r["lr"], r["update"]) for r in new_records if r["contestant"] == name and r["seed"] == 1} == {best, shared}
-    arms = len({(r["contestant"], r["lr"], r["update"]) for r in new_records if r["seed"] in (1, 2)})
-    assert line["ran"] == 6 + 2 + 2 * arms  # graphgpo runs its 6 options, gigpo only rate 10 (its 4 others reused)
+    arms = {(r["contestant"], r["lr"], r["update"]) for r in new_records if r["seed"] in (1, 2)}
+    # the earlier study's evaluation runs are taken too, where this study evaluates the same option
+    earlier_arms = {(r["contestant"], r["lr"], r["update"]) for r in records if r["seed"] in (1, 2)}
+    assert line["ran"] == 6 + 2 + 2 * len(arms - earlier_arms)  # graphgpo runs its 6 options, gigpo only rate 10
+    for r in new_records:
+        if r["seed"] in (1, 2) and (r["contestant"], r["lr"], r["update"]) in earlier_arms:
+            old = next(o for o in records if (o["contestant"], o["seed"], o["lr"], o["update"])
+                       == (r["contestant"], r["seed"], r["lr"], r["update"]))
+            assert r == old
     assert json.loads((wider / "arena.json").read_text())["study"]["matched"] is True
     other = [*argv2[:-2], "--reuse", str(tmp_path / "nothing")]
     assert study.main(other) == 2 and "--reuse: " in capsys.readouterr().err
