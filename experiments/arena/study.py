@@ -81,9 +81,9 @@ def reuse_runs(source: Path, work: Path, recorded: dict, names: list[str]) -> in
         raise cli.ArenaInputError(f"--reuse: {error}") from None
     if {k: v for k, v in earlier.items() if k != "study"} != json.loads(json.dumps({k: v for k, v in recorded.items() if k != "study"})):
         raise cli.ArenaInputError(f"--reuse {source}: its arena settings differ from this study's")
+    seeds = {*recorded["study"]["select_seeds"], *recorded["study"]["eval_seeds"]}
     count = 0
     for record in records:
-        seeds = {*recorded["study"]["select_seeds"], *recorded["study"]["eval_seeds"]}
         if record["contestant"] in names and record["seed"] in seeds:
             directory = output.run_dir(work, record["contestant"], record["seed"], record["lr"], record["update"])
             if output.read_done(directory) is None:

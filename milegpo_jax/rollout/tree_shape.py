@@ -36,8 +36,8 @@ class TreeShape:
         if not self.roots >= 1:
             raise ValueError(f"roots={self.roots}: must be >= 1 (episodes started from the task's start)")
         if not self.roots < self.leaves:
-            raise ValueError(f"roots={self.roots}: must be < leaves={self.leaves} (K, the group size: env.group_size, --group-size): a budget "
-                             "of K leaves holds the roots and at least one fork")
+            raise ValueError(f"roots={self.roots}: must be < leaves={self.leaves} (K, the group size: env.group_size, "
+                             "--group-size): a budget of K leaves holds the roots and at least one fork")
         check_forks(self.branches, self.fork_at)
 
     @staticmethod
