@@ -7,8 +7,8 @@ needs) and under the sampling distribution, the number of tokens and why the row
 How a call runs:
 
 1. Host: prompts are checked (non-empty, ids inside the vocabulary, prompt + budget within the cache
-   limit) and left-padded to a length bucket (``plan.length_bucket``: 8 steps between two powers of two); the batch
-   is padded to a power of two with rows that are finished from the start. A new prompt length or
+   limit) and left-padded to a length bucket (``plan.length_bucket``: 8 steps between two powers of
+   two); the batch is padded to a power of two with rows that are finished from the start. A new prompt length or
    batch size therefore recompiles only when it crosses a bucket. These shapes and the compile-time
    switches come from ``milegpo_jax.sampling.plan.plan_generation``, the planner ``experiments.aot``
    uses too.

@@ -250,7 +250,8 @@ class Trainer:
                   for split, count in dict(self.config.env.eval_tasks_per_split).items()}
         per_pass = self.pool.num_envs * jax.process_count()  # one-rollout groups: the hosts split any count
         passes = len(modes) * len(self.config.env.eval_seeds) * sum(-(-len(t) // per_pass) for t in splits.values())
-        with ProgressBar(passes, keys=(), description=f"evaluation {iteration}", enabled=self.config.logging.progress_bar) as bar:
+        bar = ProgressBar(passes, keys=(), description=f"evaluation {iteration}", enabled=self.config.logging.progress_bar)
+        with bar:
             for greedy, temperature in modes:
                 for split, tasks in splits.items():
                     per_seed = []
