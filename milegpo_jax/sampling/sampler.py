@@ -8,9 +8,9 @@ How a call runs:
 
 1. Host: prompts are checked (non-empty, ids inside the vocabulary, prompt + budget within the cache
    limit) and left-padded to a length bucket (``plan.length_bucket``: 8 steps between two powers of
-   two); the batch is padded to a power of two with rows that are finished from the start. A new prompt length or
-   batch size therefore recompiles only when it crosses a bucket. These shapes and the compile-time
-   switches come from ``milegpo_jax.sampling.plan.plan_generation``, the planner ``experiments.aot``
+   two); the batch is padded to a power of two with rows that are finished from the start. A new
+   prompt length or batch size therefore recompiles only when it crosses a bucket. These shapes and
+   the compile-time switches come from ``milegpo_jax.sampling.plan.plan_generation``, the planner ``experiments.aot``
    uses too.
 2. ``prefill`` (jit): the padded batch through the model in chunks of prompt positions (a
    ``lax.scan``; ``config.prefill_chunk_tokens`` bounds the attention scores held at once), writing the
