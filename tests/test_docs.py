@@ -115,7 +115,7 @@ def test_import_boundaries_of_docs_architecture():
     # modules of its option types (tests/test_config.py checks jax stays unimported)
     bad += outside("milegpo_jax.config", ("milegpo_jax.config", "milegpo_jax.credit.config", "milegpo_jax.models.model_config",
                                           "milegpo_jax.models.runtime", "milegpo_jax.sampling.config", "milegpo_jax.train.options",
-                                          "milegpo_jax.rollout.tree_shape",
+                                          "milegpo_jax.rollout.tree_shape", "milegpo_jax.suggest",
                                           "milegpo_jax.changes", "milegpo_jax.mesh_shape", "envs_bridge.specs"),
                    ("milegpo_jax", "envs_bridge"))
     bad += [f"{module} imports {name}" for module, names in project_imports("envs_bridge").items()

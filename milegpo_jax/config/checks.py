@@ -4,12 +4,13 @@ taken from the library's option types (``option_fields``, ``checked``)."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import numbers
 import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from milegpo_jax.suggest import suggestion  # the config's hints and the option types' are one rule
 
 
 class ConfigError(ValueError):
@@ -18,14 +19,6 @@ class ConfigError(ValueError):
 
 def frozen(mapping: Mapping[str, Any] | None = None) -> Mapping[str, Any]:
     return types.MappingProxyType(dict(mapping or {}))
-
-
-def suggestion(key: str, candidates: Sequence[str] | Mapping[str, Any], prefix: str = "") -> str:
-    """``"; did you mean 'a' or 'b'?"`` for close matches of ``key``, else ``""``."""
-    close = difflib.get_close_matches(key, list(candidates), n=3, cutoff=0.6)
-    if not close:
-        return ""
-    return "; did you mean " + " or ".join(repr(prefix + c) for c in close) + "?"
 
 
 def choice(path: str, value: Any, allowed: Sequence[Any]) -> None:

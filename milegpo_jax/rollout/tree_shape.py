@@ -7,7 +7,8 @@ to check their values; ``branching.py`` and ``tree_collector.py`` play the trees
 from __future__ import annotations
 
 import dataclasses
-import difflib
+
+from milegpo_jax.suggest import suggestion
 
 FORK_RULES = ("uniform", "first_visit")  # branching.py's GroupTree implements them
 
@@ -18,9 +19,7 @@ def check_forks(branches: int, fork_at: str) -> None:
     if not branches >= 1:
         raise ValueError(f"branches={branches}: must be >= 1 (forks made at a fork point)")
     if fork_at not in FORK_RULES:
-        close = difflib.get_close_matches(str(fork_at), FORK_RULES, n=3, cutoff=0.6)
-        hint = "; did you mean " + " or ".join(map(repr, close)) + "?" if close else ""
-        raise ValueError(f"fork_at={fork_at!r}: must be one of {', '.join(FORK_RULES)}{hint}")
+        raise ValueError(f"fork_at={fork_at!r}: must be one of {', '.join(FORK_RULES)}{suggestion(str(fork_at), FORK_RULES)}")
 
 
 @dataclasses.dataclass(frozen=True)
