@@ -1,5 +1,6 @@
 """Shape buckets shared by every jitted entry point: sizes round up to powers of two so that new
-batch shapes recompile rarely."""
+batch shapes recompile rarely (prompt lengths use finer steps built on it: ``sampling/plan.py``
+``length_bucket``)."""
 
 
 def bucket_size(n: int, minimum: int = 1) -> int:
