@@ -148,6 +148,13 @@ def test_bad_values_fail_with_the_path_named(alfworld_raw, override, fragment):
     assert fragment in error_of(alfworld_raw, override)
 
 
+def test_best_metric_split_is_checked_when_only_the_last_iteration_evaluates():
+    # run.eval_every=0 still evaluates after the last iteration (trainer.py), so best_metric's split is needed
+    demo = load_config_file(REPO / "experiments/configs/demo.py")  # evaluates eval_id only
+    assert "needs split 'eval_ood'" in error_of(demo, "run.eval_every=0", "run.best_metric=eval_ood/success_rate")
+    build(demo, "run.iterations=0", "run.eval_before_training=false", "run.best_metric=eval_ood/success_rate")
+
+
 def test_model_sources_are_exclusive(alfworld_raw):
     message = error_of(alfworld_raw, "model.hf_checkpoint=/x", "model.preset=qwen2.5-0.5b")
     assert "exactly one of" in message

@@ -55,7 +55,7 @@ class TrainConfig:
                 f"model.architecture.max_position_embeddings = {arch.max_position_embeddings}"
             )
         splits = tuple(self.env.eval_tasks_per_split)
-        needs_eval = self.run.eval_every > 0 or self.run.eval_before_training
+        needs_eval = self.run.iterations > 0 or self.run.eval_before_training  # the last iteration always evaluates
         if needs_eval and self.run.best_metric:
             split = self.run.best_metric.split("/", 1)[0]
             if split in env_spec(self.env.name).eval_splits and split not in splits:

@@ -253,7 +253,7 @@ class SFTSection:
 class RunSection:
     name: str = ""  # run label (plots, sweep work directories)
     iterations: int = 300
-    eval_every: int = 5  # 0: never (except eval_before_training)
+    eval_every: int = 5  # 0: only after the last iteration (and before training with eval_before_training)
     eval_before_training: bool = False
     save_every: int = 5
     keep_checkpoints: int = 2  # latest kept; the best-validation one is kept in addition
