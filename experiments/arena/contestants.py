@@ -97,7 +97,7 @@ def advantages_and_diagnostics(
 ) -> tuple[list, dict, float, tuple[int, int, int]]:
     """Per-step advantages (group, trajectory, step), the batch's credit diagnostics, MVPO's new EMA and
     the padded (steps, nodes, edges) used, which the caller passes back as ``pad_to`` for the next batch.
-    Tree groups (``step_of``: ``compute_credit``'s, docs/credit.md §14): one advantage per recorded step
+    Tree groups (``step_of``: ``compute_credit``'s, docs/credit-implementation.md §5): one advantage per recorded step
     instead, the mean over the leaves through it (the control: noise per recorded step)."""
     result = compute_credit(rollouts, contestant.config, ema_prev=ema_prev, pad_to=pad_to, step_of=step_of)
     shape = (result.batch.src.shape[-1], result.batch.node_mask.shape[-1], result.batch.edge_mask.shape[-1])

@@ -165,7 +165,7 @@ def run_once(
                 )
             ]
             counts["env_steps"].append(sum(len(episode.actions) for episode in episodes))
-        else:  # every recorded step once, with the mean of its leaves' advantages (docs/credit.md §14)
+        else:  # every recorded step once, with the mean of its leaves' advantages (docs/credit-implementation.md §5)
             decisions = []
             for (g, k, t), advantage in zip(recorded, advantages):
                 episode = episodes[g * settings.group_size + k]

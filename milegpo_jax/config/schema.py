@@ -114,7 +114,7 @@ class TrainConfig:
         if model.tokenizer_dir is not None and not Path(model.tokenizer_dir).expanduser().is_dir():
             raise ConfigError(f"model.tokenizer_dir={model.tokenizer_dir!r} is not a directory")
         estimator = self.credit.estimator
-        if self.env.branching.enabled and estimator not in ON_TREES:  # docs/credit.md §14
+        if self.env.branching.enabled and estimator not in ON_TREES:  # docs/credit-implementation.md §5
             raise ConfigError(
                 f"env.branching.roots={self.env.branching.roots}: credit.estimator={estimator!r} is not defined on "
                 f"tree groups (those that are: {', '.join(ON_TREES)}); set env.branching.roots=0"

@@ -59,7 +59,7 @@ def compute_credit(
     updated value, which the caller keeps in its state (docs/credit-family.md). Rollouts that lack a
     field the estimator needs raise ``RolloutFormatError`` (``columns.check_columns_for``).
 
-    ``step_of`` (tree groups, docs/credit.md §14): the columns hold every leaf from the root, and entry
+    ``step_of`` (tree groups, docs/credit-implementation.md §5): the columns hold every leaf from the root, and entry
     i is a copy of recorded step ``step_of[i]``; ``step_advantages`` then has one entry per recorded
     step, the mean over its copies (the padded advantages and the diagnostics stay per leaf).
 
@@ -68,7 +68,7 @@ def compute_credit(
     """
     check_columns_for(columns, cfg.estimator)
     if step_of is not None and not spec_of(cfg.estimator).trees:
-        raise ValueError(f"estimator {cfg.estimator} is not defined on tree groups (docs/credit.md §14)")
+        raise ValueError(f"estimator {cfg.estimator} is not defined on tree groups (docs/credit-implementation.md §5)")
     minima = {} if pad_to is None else dict(zip(("min_steps", "min_nodes", "min_edges"), pad_to))
     parts = host_parts(cfg.estimator) | (host_parts("milegpo") if with_diagnostics else frozenset())  # MileGPO's
     batch, layout_of, step_index = padded_batch(columns, parts=parts, **minima)

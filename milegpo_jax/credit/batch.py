@@ -8,7 +8,7 @@ rarely; padded steps, trajectories, groups and nodes are masked and receive exac
 
 The host structure beyond the rows is built in passes of its own (``credit/passes/``), each only
 when an estimator's spec reads it (``registry.host_parts``); a part that was not built is None in
-the batch, and ``CreditBatch.parts`` says which were (docs/credit.md §10.1). The batch's fields and
+the batch, and ``CreditBatch.parts`` says which were (docs/credit-implementation.md §1.1). The batch's fields and
 the passes ``padded_batch`` runs follow from the table of host passes (``passes.ROWS``,
 ``passes.PASSES``).
 """
@@ -101,7 +101,7 @@ def padded_batch(
 
     The rows first, then the pass of each part in the table's order (``passes.PASSES``), each given
     the fields built so far. Compiled passes (numba) over the steps, one per part: at the paper's batch size the equivalent
-    numpy spent most of its time in the overhead of some hundred small calls (docs/credit.md §10.1)."""
+    numpy spent most of its time in the overhead of some hundred small calls (docs/credit-implementation.md §1.1)."""
     parts = with_needed(parts)
     lengths = np.asarray(columns.lengths, np.int64)
     group_sizes = np.asarray(columns.group_sizes, np.int64)

@@ -1,4 +1,4 @@
-"""Offline credit replay of stored rollouts (docs/credit.md §12).
+"""Offline credit replay of stored rollouts (docs/credit-implementation.md §3).
 
     python -m milegpo_jax.credit --input rollouts.json --estimator milegpo [--recipe webshop]
         [--stage rcs] [--set key=value ...] [--output adv.json]

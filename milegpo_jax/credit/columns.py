@@ -5,7 +5,7 @@ producer that records steps one at a time interns each state key and action when
 the rollout collector with a ``StepRecorder`` (codes per group, see below), the arena with one
 ``KeyInterner`` per run. ``RolloutColumns`` then holds one integer code per step field plus the
 reward, validity and milestone columns, and ``batch.build_batch`` turns them into the padded arrays
-with vectorised numpy only (docs/credit.md §10.1).
+with vectorised numpy only (docs/credit-implementation.md §1.1).
 
 The per-group node ids of docs/credit.md §1.1 (sink 0, real states in order of first appearance
 within the group) are derived from the codes in ``batch.py``, so the batch does not depend on how the

@@ -17,11 +17,11 @@ from typing import Any
 
 from milegpo_jax.credit import registry
 
-# Names, stages and recipes come from the registry (one EstimatorSpec per estimator, docs/credit.md §13).
+# Names, stages and recipes come from the registry (one EstimatorSpec per estimator, docs/credit-implementation.md §4).
 ESTIMATORS = registry.NAMES
 # Estimators that read the per-step ``milestone`` flag of the rollout record.
 NEEDS_MILESTONES = registry.reading("milestones")
-ON_TREES = registry.on_trees()  # the estimators defined on tree groups (docs/credit.md §14)
+ON_TREES = registry.on_trees()  # the estimators defined on tree groups (docs/credit-implementation.md §5)
 RECIPES = registry.RECIPES
 STAGES = registry.STAGES
 STAGED = registry.staged()  # the estimators that have stages
@@ -130,7 +130,7 @@ class CreditConfig:
     precision: str = "float32"
 
     def __post_init__(self):
-        # every option's check is written once, in the registry (docs/credit.md §13)
+        # every option's check is written once, in the registry (docs/credit-implementation.md §4)
         for name, allowed in (("estimator", ESTIMATORS), ("stage", STAGES)):
             if getattr(self, name) not in allowed:
                 raise CreditConfigError(f"{name}={getattr(self, name)!r}: must be one of {', '.join(allowed)}")

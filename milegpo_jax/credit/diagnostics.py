@@ -26,7 +26,7 @@ ZERO_TOLERANCE = 1e-6
 # Pair cells compared at once. A pair matrix over all rows of a group ([R, R], R up to K*T) would
 # need ~30 bytes a cell, 17 GB for two 12,000-step trajectories; rows are compared only with rows
 # leaving the same state, a block of them at a time, so the temporaries stay near 25 MB
-# (``limits.host_bytes`` counts them; docs/credit.md §12).
+# (``limits.host_bytes`` counts them; docs/credit-implementation.md §3).
 PAIR_BLOCK_CELLS = 1 << 19
 
 

@@ -3,7 +3,7 @@
 Shapes of one group: K trajectories x T steps, N nodes (node 0 is the success sink). All functions
 are pure, shape-static and jit/vmap friendly; masked (padded) steps contribute nothing.
 
-Potentials avoid all-pairs shortest paths (docs/credit.md §10): every potential max_v w(v)·ω^d(s,v)
+Potentials avoid all-pairs shortest paths (docs/credit-implementation.md §1): every potential max_v w(v)·ω^d(s,v)
 is the fixpoint of Φ(s) = max(w(s), ω·max_{s'∈succ(s)} Φ(s')), which holds because w >= 0 and
 0 < ω <= 1, iterated over the group's distinct observed transitions (numbered on the host) rather
 than a dense adjacency matrix. The distance to the sink needs no options, so the host finds it
@@ -149,7 +149,7 @@ def max_product_potentials(
     Under vmap (the estimators map it over groups) every group shares one loop that runs until no
     group changes: a converged group's extra rounds change nothing (max is idempotent at the
     fixpoint), so the result is the same bit for bit, and XLA:CPU runs about half the operations
-    per round that vmap's per-group stopping rule costs (docs/credit.md §10).
+    per round that vmap's per-group stopping rule costs (docs/credit-implementation.md §1).
     """
 
     @jax.custom_batching.custom_vmap

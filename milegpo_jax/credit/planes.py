@@ -2,7 +2,7 @@
 
 The fields of one type and shape are stacked into one array: 8 arrays instead of up to 21 to hold
 on the device. A batch from the host passes goes to the jitted call unpacked, since stacking it
-costs more there than the arguments it saves (docs/credit.md §10.1). Which fields a plane holds
+costs more there than the arguments it saves (docs/credit-implementation.md §1.1). Which fields a plane holds
 follows from the batch's host parts alone (each field names its plane in ``passes.ROWS`` and
 ``passes.PASSES``), which the packed batch carries as static data (part of
 the compiled program's key); inside the program ``unpack`` gives the named ``CreditBatch`` back, so

@@ -1,5 +1,5 @@
 """One description per credit estimator: the registry every table of names, recipes and programs
-derives from (docs/credit.md §13).
+derives from (docs/credit-implementation.md §4).
 
 An ``EstimatorSpec`` says what an estimator is called, where its program lives and at which level it
 runs, which host structure and rollout fields it reads, its own options with their checks, stages and
@@ -85,7 +85,7 @@ _REFERENCES = "milegpo_jax.credit.testing"
 
 @dataclasses.dataclass(frozen=True)
 class EstimatorSpec:
-    """What one estimator is and needs (the table of docs/credit.md §13 explains each field)."""
+    """What one estimator is and needs (the table of docs/credit-implementation.md §4 explains each field)."""
 
     name: str
     label: str  # its column title in tables (experiments/replay.py)
@@ -96,7 +96,7 @@ class EstimatorSpec:
     recipes: Mapping[str, Mapping[str, Any]]  # recipe -> option defaults (docs/credit.md §5.10)
     reference: str  # "module:function" of credit/testing: per group ``f(group, cfg) -> details``, or
     # per batch ``f(groups, cfg, ema_prev) -> (details per group, ema_new)``
-    # tree groups (docs/credit.md §14): True where the estimator is defined on a group's leaves, each
+    # tree groups (docs/credit-implementation.md §5): True where the estimator is defined on a group's leaves, each
     # a trajectory from the root, a shared step taking the mean of its leaves' advantages
     trees: bool = True
     # CreditConfig fields of its own (beyond SHARED_OPTIONS), each with its check (None: any value of
@@ -247,5 +247,5 @@ def load(path: str) -> Callable:
 
 
 def on_trees() -> tuple[str, ...]:
-    """The estimators defined on tree groups (docs/credit.md §14)."""
+    """The estimators defined on tree groups (docs/credit-implementation.md §5)."""
     return tuple(spec.name for spec in SPECS if spec.trees)

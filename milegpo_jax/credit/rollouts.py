@@ -4,7 +4,7 @@ A *group* holds the K trajectories sampled for one task; a *trajectory* is a lis
 one LLM response with its transition ``state --action--> next_state`` (canonical state keys, see
 docs/credit.md §1.5), the environment reward and the format validity of the response.
 
-The JSON form (docs/credit.md §12) is::
+The JSON form (docs/credit-implementation.md §3) is::
 
     {"groups": [{"trajectories": [{"steps": [
         {"state": str, "action": str, "next_state": str, "reward": float, "valid": bool,

@@ -1,4 +1,4 @@
-"""Credit over tree groups (docs/credit.md §14): from the advantages of the leaves' steps to one
+"""Credit over tree groups (docs/credit-implementation.md §5): from the advantages of the leaves' steps to one
 advantage per recorded step.
 
 A tree group's leaves reach the estimators as whole trajectories from the root, so a step that k

@@ -117,7 +117,7 @@ def leaf_rows(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(rows, leaf): the recorded steps of the path from the root of every ``kept`` (group, leaf), leaf after leaf
     (groups and leaves in increasing order), each path root first: the steps credit sees as the leaf's
-    trajectory (docs/credit.md §14). ``group``/``trajectory``/``t``: the recorded steps; ``leaves[g][k]
+    trajectory (docs/credit-implementation.md §5). ``group``/``trajectory``/``t``: the recorded steps; ``leaves[g][k]
     = (parent, fork_step, steps)`` of every leaf k of group g (a kept leaf's parent may not be kept:
     the steps recorded under it before the fork stay on the kept leaf's path); ``leaf[i]``: the leaf
     whose path holds ``rows[i]``."""

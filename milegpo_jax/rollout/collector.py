@@ -150,7 +150,7 @@ class RolloutBatch:
         return leaf_rows(self.steps.group, self.steps.trajectory, self.steps.t, leaves, kept)
 
     def tree_training_steps(self) -> tuple[RolloutColumns, list[PolicyResponse], np.ndarray | None]:
-        """``training_steps()`` for a batch that may hold tree groups (docs/credit.md §14): the columns
+        """``training_steps()`` for a batch that may hold tree groups (docs/credit-implementation.md §5): the columns
         hold every leaf that was not aborted as a trajectory from the root (a shared step once per leaf
         through it, in (group, leaf, t) order); the responses are those of the recorded steps on these
         paths, each once, in order of first appearance; column entry i is a copy of the step of

@@ -306,7 +306,7 @@ class Trainer:
 
         start = time.perf_counter()
         # pre-interned columns, and their steps' responses; in a tree group the columns hold every leaf
-        # from the root, and step_of folds a shared step's copies into its one row (docs/credit.md §14)
+        # from the root, and step_of folds a shared step's copies into its one row (docs/credit-implementation.md §5)
         columns, responses, step_of = batch.tree_training_steps()
         credit = compute_credit(columns, self.credit_config, ema_prev=self.credit_ema, step_of=step_of)
         self.credit_ema = credit.ema

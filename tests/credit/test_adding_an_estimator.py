@@ -1,4 +1,4 @@
-"""docs/credit.md §13 followed as written: a toy host pass and a toy estimator that reads it and has an
+"""docs/credit-implementation.md §4 followed as written: a toy host pass and a toy estimator that reads it and has an
 option, added to a copy of the package through the files that section names and no others."""
 
 from __future__ import annotations
@@ -97,6 +97,7 @@ def test_a_toy_pass_and_estimator_touch_only_the_documented_files(tmp_path):
                           env={"PATH": "/usr/bin:/bin", "JAX_PLATFORMS": "cpu"})
     assert done.returncode == 0 and done.stdout.strip() == "toy ok", done.stderr[-3000:]
 
-    section = re.search(r"\n## 13\..*?\n## 14\.", (REPO / "docs" / "credit.md").read_text(), re.S).group(0)
+    page = (REPO / "docs" / "credit-implementation.md").read_text()
+    section = re.search(r"\n## 4\..*?\n## 5\.", page, re.S).group(0)
     for name in [*touched, "passes/"]:  # the new pass is a module of credit/passes/
         assert f"milegpo_jax/credit/{name}" in section, name

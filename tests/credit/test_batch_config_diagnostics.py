@@ -85,7 +85,7 @@ def test_batch_ids_follow_first_appearance_per_group(code_span):
 
 
 def _edges_by_first_use(batch) -> tuple[list, list, list]:
-    """docs/credit.md §10.1 spelled out with a dict and a set per group: each step's edge id (distinct
+    """docs/credit-implementation.md §1.1 spelled out with a dict and a set per group: each step's edge id (distinct
     (u, v) node pairs in order of first use), whether it is its trajectory's first use of the edge,
     and each group's edge list."""
     edge, first_use, edge_lists = [], [], []

@@ -34,7 +34,7 @@ from milegpo_jax.credit.testing.reference_family import state_sequences, viabili
 from milegpo_jax.credit.testing.graph import candidate_distances
 from tests.credit.strategies import batches_of_groups, family_batches, family_option_overrides, option_overrides
 
-# Every registered estimator (docs/credit.md §13): those of docs/credit.md, then the family's.
+# Every registered estimator (docs/credit-implementation.md §4): those of docs/credit.md, then the family's.
 ESTIMATORS = tuple(spec.name for spec in registry.SPECS if spec.page.startswith("docs/credit.md"))
 FAMILY = tuple(spec.name for spec in registry.SPECS if spec.page == "docs/credit-family.md")
 RECIPES = registry.RECIPES
@@ -199,7 +199,7 @@ def test_potentials_equal_the_explicit_candidate_distance_formula(groups, data):
 @PROPERTY_SETTINGS
 @given(groups=batches_of_groups(max_groups=3), data=st.data())
 def test_potentials_mapped_over_groups_are_each_groups_own_bit_for_bit(groups, data):
-    """The batched rule (one loop for all groups, docs/credit.md §10) against one call per group, with
+    """The batched rule (one loop for all groups, docs/credit-implementation.md §1) against one call per group, with
     the weights mapped or shared by every group (an unbatched argument)."""
     batch, _ = build_batch(columns_from_groups(groups), **BUCKETS)
     G, N = batch.node_mask.shape
@@ -219,7 +219,7 @@ def test_potentials_mapped_over_groups_are_each_groups_own_bit_for_bit(groups, d
 @PROPERTY_SETTINGS
 @given(groups=family_batches(max_groups=3))
 def test_the_hosts_hops_and_regions_are_the_references(groups):
-    """``build_batch``'s node planes (docs/credit.md §10.1) against the plain-Python reference: hops to
+    """``build_batch``'s node planes (docs/credit-implementation.md §1.1) against the plain-Python reference: hops to
     the sink by its reverse BFS, MVPO's regions by its union-find over the loop bodies (the same sets,
     each named by its least node id); padded nodes are unreachable singletons."""
     batch, layout = build_batch(columns_from_groups(groups), **BUCKETS)
@@ -247,7 +247,7 @@ def _same_partition(ids: list[int], keys: list) -> bool:
 @PROPERTY_SETTINGS
 @given(groups=family_batches(max_groups=3))
 def test_the_hosts_row_clusters_are_the_references(groups):
-    """``build_batch``'s row clusters (docs/credit.md §10.1) against the keys the plain-Python
+    """``build_batch``'s row clusters (docs/credit-implementation.md §1.1) against the keys the plain-Python
     reference uses: ECPO's (state, action) pairs with every invalid step one action, HGPO's order-2
     and order-3 history keys, ProGPO's novelty; rows without a key carry K·T."""
     batch, _ = build_batch(columns_from_groups(groups), **BUCKETS)

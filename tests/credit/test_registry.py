@@ -1,4 +1,5 @@
-"""The estimator registry (docs/credit.md §13): every table derives from one EstimatorSpec per estimator."""
+"""The estimator registry (docs/credit-implementation.md §4): every table derives from one EstimatorSpec per
+estimator."""
 
 from __future__ import annotations
 
@@ -50,7 +51,7 @@ def test_a_bad_spec_is_refused():
 
 
 def test_each_option_has_one_check_written_with_its_estimator(monkeypatch):
-    """docs/credit.md §13: CreditConfig runs every option's check whatever the estimator, with the
+    """docs/credit-implementation.md §4: CreditConfig runs every option's check whatever the estimator, with the
     messages the checks always gave; an option several estimators read has one check."""
     assert set(registry.OPTION_RULES) == {field.name for field in dataclasses.fields(CreditConfig)} - {"estimator"}
     assert registry.OPTION_RULES["gamma"] is registry.UNIT  # GiGPO's, HGPO's, ECPO's, ProGPO's and MVPO's

@@ -1,4 +1,4 @@
-"""Credit over tree groups (docs/credit.md §14): for every estimator the registry puts on trees, the
+"""Credit over tree groups (docs/credit-implementation.md §5): for every estimator the registry puts on trees, the
 trainer's road (``RolloutBatch.tree_training_steps`` + ``compute_credit(step_of=...)``) equals the
 plain-Python reference (``credit/testing/reference_trees.py``) on hand-made and seeded trees, aborted
 leaves included; each recorded step is trained on once; a batch without forks takes the linear road."""

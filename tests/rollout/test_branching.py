@@ -73,7 +73,7 @@ def test_the_trainer_refuses_in_one_line_with_exit_2(tmp_path):
 
 def test_trees_need_an_estimator_defined_on_them(monkeypatch):
     config = load_config({"env": {"branching": {"roots": 2}}, "model": {"preset": "qwen2.5-0.5b"}})
-    config.check_runnable()  # every registered estimator is defined on trees (docs/credit.md §14)
+    config.check_runnable()  # every registered estimator is defined on trees (docs/credit-implementation.md §5)
     estimator = config.credit.estimator
     monkeypatch.setattr(schema, "ON_TREES", tuple(name for name in registry.on_trees() if name != estimator))
     with pytest.raises(ConfigError) as error:

@@ -1,4 +1,4 @@
-"""One training iteration on tree groups (env.branching, docs/credit.md §14) with a tiny policy on
+"""One training iteration on tree groups (env.branching, docs/credit-implementation.md §5) with a tiny policy on
 TextWorldExpress: the rollout forks, credit reads the leaves, and the update trains on every recorded
 step once (shared steps included) with a finite loss."""
 

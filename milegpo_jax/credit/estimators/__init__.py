@@ -1,4 +1,4 @@
-"""The credit estimators' programs and how they run (docs/credit.md §13 lists what goes where).
+"""The credit estimators' programs and how they run (docs/credit-implementation.md §4 lists what goes where).
 
 ``terms.py`` holds the terms they share, ``baselines.py`` GRPO / GiGPO / GraphGPO, ``milegpo.py``
 MileGPO, ``family.py`` the estimators of docs/credit-family.md; ``run.py`` jits and dispatches them as

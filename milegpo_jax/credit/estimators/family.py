@@ -49,7 +49,7 @@ def hgpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     numerator = jnp.zeros(rows, float_dtype())
     denominator = jnp.zeros(rows, float_dtype())
     # Order-1 keys are the anchors; the order-k key of (i, t) is (order-(k-1) key of (i, t-1), s_{i,t}).
-    # The host numbers orders 2 and 3 (CreditBatch.history2/3, docs/credit.md §10.1); higher orders
+    # The host numbers orders 2 and 3 (CreditBatch.history2/3, docs/credit-implementation.md §1.1); higher orders
     # get dense ids from a sort of (the row before's id, s_t).
     history = b.src.ravel()
     for k in range(1, cfg.hgpo_history + 2):
@@ -154,7 +154,7 @@ def ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     penalty = invalid_penalty(b, cfg).ravel()
     anchor = Clusters(b.src.ravel(), mask, N)
     # (s_t, action) pairs, every invalid step at an anchor the one action "<invalid>" (E2), numbered
-    # on the host (docs/credit.md §10.1)
+    # on the host (docs/credit-implementation.md §1.1)
     pair = Clusters(b.state_action.ravel(), mask, K * T)
     deviation, scale = anchor.deviation(step_return, penalty)
     std = jnp.sqrt(anchor.sum(deviation**2) / jnp.maximum(anchor.count - 1.0, 1.0))
@@ -183,7 +183,8 @@ def ecpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
 
 def progpo_group(b: CreditBatch, cfg: CreditConfig) -> dict[str, jax.Array]:
     """ProGPO [reconstructed]: in a group without any success, GiGPO on first-visit novelty rewards."""
-    novelty = b.step_mask & b.first_visit  # n_t: s_{t+1} not among s_0..s_t (the host's, docs/credit.md §10.1)
+    # n_t: s_{t+1} not among s_0..s_t (the host's, docs/credit-implementation.md §1.1)
+    novelty = b.step_mask & b.first_visit
     zero_group = ~jnp.any(trajectory_success(b.reward, b.step_mask, b.traj_mask))
     # The base estimator on the novelty rewards in a group without success, on its own rewards
     # otherwise: one pass of it, with the rewards chosen first.
@@ -227,7 +228,7 @@ def mvpo_regions(b: CreditBatch) -> tuple[jax.Array, jax.Array, jax.Array]:
 
     A revisit s_u = s_t (t the previous visit) unions s_t..s_u (M1); the labels, the smallest node id
     of each union-find set, are graph structure that no option changes, so the host finds them in
-    linear time (``CreditBatch.region``, docs/credit.md §10.1) where the program took a fixpoint loop.
+    linear time (``CreditBatch.region``, docs/credit-implementation.md §1.1) where the program took a fixpoint loop.
     """
     K, T = b.src.shape
     length = jnp.sum(b.step_mask, axis=-1)

@@ -3,7 +3,7 @@
 Each estimator maps a padded ``CreditBatch`` ([G, K, T] step arrays, [G, N] node arrays) and a frozen
 ``CreditConfig`` to advantages [G, K, T] (float32, or float64 with ``precision``), exactly 0 on
 padded steps. Which program runs, at which level, and which host structure it needs come from its
-``EstimatorSpec`` (``credit/registry.py``, docs/credit.md §13): a group-level program is written for
+``EstimatorSpec`` (``credit/registry.py``, docs/credit-implementation.md §4): a group-level program is written for
 one group and vmapped over G; a batch-level one (MVPO's success EMA) sees every group.
 """
 
@@ -70,7 +70,7 @@ def _in_precision(jitted, carries_ema=True, outputs=lambda out: out, program_of=
     ``program_of(cfg)`` reads (its spec's ``reads``) is refused.
 
     A host batch goes in with its named fields, unstacked: stacking them into planes cost more (about
-    0.2 ms after other work, docs/credit.md §10.1) than the extra arguments of the call."""
+    0.2 ms after other work, docs/credit-implementation.md §1.1) than the extra arguments of the call."""
 
     @functools.wraps(jitted)
     def run(batch: CreditBatch | PackedBatch, cfg: CreditConfig, ema_prev: float = 0.0):

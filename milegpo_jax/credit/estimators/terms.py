@@ -157,7 +157,7 @@ def anchor_normalize(values: jax.Array, penalty: jax.Array, b: CreditBatch, cfg:
 
 def sink_distances(b: CreditBatch) -> jax.Array:
     """[N] d(v, g): hops to the success sink, inf when unreachable or the group has no success (the
-    host's breadth-first search, docs/credit.md §10.1)."""
+    host's breadth-first search, docs/credit-implementation.md §1.1)."""
     return jnp.where(b.sink_hops >= 0, b.sink_hops.astype(float_dtype()), jnp.inf)
 
 

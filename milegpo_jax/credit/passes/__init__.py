@@ -1,5 +1,5 @@
 """The host passes that build a batch's structure beyond the rows: one ``HostPass`` per module, from
-which everything else about a part follows (docs/credit.md §10.1, §13).
+which everything else about a part follows (docs/credit-implementation.md §1.1, §4).
 
 Every batch has the rows (``ROWS``): the node numbering of ``nodes.py``, padded by ``batch.py``. The
 other parts are built only when an estimator reads them (its ``EstimatorSpec.reads``,

@@ -1,4 +1,4 @@
-"""Row clusters beyond the anchor (docs/credit.md §10.1), read through the spec's ``clusters``.
+"""Row clusters beyond the anchor (docs/credit-implementation.md §1.1), read through the spec's ``clusters``.
 
 Each is a cluster id < K·T within the group (K·T where the row has no key), numbered 0, 1, ... in row
 order: ECPO's (s_t, action) pairs, every invalid step one action; HGPO's order-2 and order-3 history

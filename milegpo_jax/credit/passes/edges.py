@@ -1,4 +1,4 @@
-"""Edge numbering (docs/credit.md §10.1): each group's distinct transitions (u, v) 0, 1, ... in order
+"""Edge numbering (docs/credit-implementation.md §1.1): each group's distinct transitions (u, v) 0, 1, ... in order
 of first use, and whether a step is its trajectory's first use of its edge. Read by the programs
 through the spec's ``edges`` and needed by the hops pass. The pass adds the batch's size E, the
 most distinct edges of a group, padded like the other sizes.

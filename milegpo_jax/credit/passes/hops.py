@@ -1,4 +1,4 @@
-"""Hops to the sink (docs/credit.md §10.1): a breadth-first search from the sink along each group's
+"""Hops to the sink (docs/credit-implementation.md §1.1): a breadth-first search from the sink along each group's
 distinct edges reversed, in linear time where the program took fixpoint rounds; -1 where the sink is
 unreachable or the group has no success. Read through the spec's ``hops``; built from the edges.
 """

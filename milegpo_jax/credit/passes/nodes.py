@@ -1,4 +1,4 @@
-"""Node and action numbering, the pass every batch needs (docs/credit.md §1.1, §10.1).
+"""Node and action numbering, the pass every batch needs (docs/credit.md §1.1, docs/credit-implementation.md §1.1).
 
 Node ids per group: the sink 0, then the group's states 1, 2, ... in order of first appearance in
 (s_0, s_1 of step 0, s_1, s_2 of step 1, ...) order, where the last next state of a successful

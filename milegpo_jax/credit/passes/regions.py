@@ -1,4 +1,4 @@
-"""MVPO's loop-body regions (M1 of docs/credit-family.md, docs/credit.md §10.1), read through the
+"""MVPO's loop-body regions (M1 of docs/credit-family.md, docs/credit-implementation.md §1.1), read through the
 spec's ``regions``.
 
 In the state sequence s_0..s_L of each trajectory, transition u -> u+1 lies in a loop body when some

@@ -1,4 +1,4 @@
-"""The explicit all-pairs forms of ``credit/graph.py``'s fixpoints, for tests (docs/credit.md §10)."""
+"""The explicit all-pairs forms of ``credit/graph.py``'s fixpoints, for tests (docs/credit-implementation.md §1)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The plain-Python reference of credit over tree groups (docs/credit.md §14), written from the rule,
+"""The plain-Python reference of credit over tree groups (docs/credit-implementation.md §5), written from the rule,
 not from ``RolloutBatch.tree_training_steps`` and ``credit/trees.py``: each leaf is its path from the
 root, every estimator's reference scores the leaves as a group, and a recorded step takes the mean of
 its copies' advantages.
