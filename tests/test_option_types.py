@@ -15,13 +15,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 # (config_hash, a digest of the whole to_dict: every flat name, default and value, the hash-excluded
 # ones too), computed on main before the sections were derived from the option types; smollm2_coin11.py's
-# again after its warm start went to batches of 4 rows (docs/results/llm-credit.md, "Amendment")
+# again after its warm start went to batches of 4 rows and its evaluation to 32 + 16 tasks after the last
+# iteration only (docs/results/llm-credit.md, "Amendment" and "Amendment 2")
 SHIPPED = """
 alfworld.py 005b2ab242c0c614 453d0f9f5d1d4917
 base.py a679d59481edae61 eec5ee680f2407e3
 demo.py 209640ceb45ba4f7 eb32f62bacec6e62
 webshop.py 1c842d95882e1038 bf5a47a951115d27
-smollm2_coin11.py 931a8de2d5c6cb87 41425a7ac5f7795b
+smollm2_coin11.py 02c1c2c56e752de0 7502ad3c383d01c1
 smollm2_twx.py ad693b66614d8b86 e521760b225b60e4
 twx.py:twc eddf22dfa89fbcc5 a743cc9bd9e1ead3
 twx.py:cookingworld 5a036c837d84b2d0 22dff5dd09ac45bc
