@@ -115,10 +115,11 @@ def main(argv: list[str] | None = None) -> int:
     jobs, done = cli.plan(work, spec, settings, selection)
     done += cli.run_planned(jobs, args.jobs, not args.no_progress)
     ran = len(jobs)
-    chosen, _ = analysis.choose_options(done, names, set(study["select_seeds"]))
+    scored = summary.as_scored(done, recorded["settings"])  # chosen as summarize will read them (over env steps)
+    chosen, _ = analysis.choose_options(scored, names, set(study["select_seeds"]))
     arms = [(c.name, chosen[c.name]) for c in contestants]
     if study.get("matched"):
-        arms = list(dict.fromkeys(arms + matched_arms(done, names, set(study["select_seeds"]))))
+        arms = list(dict.fromkeys(arms + matched_arms(scored, names, set(study["select_seeds"]))))
     by_name = {c.name: c for c in contestants}
     evaluation = [(seed, by_name[name], *option) for seed in study["eval_seeds"] for name, option in arms]
     jobs, evaluated = cli.plan(work, spec, settings, evaluation)

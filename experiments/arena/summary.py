@@ -58,6 +58,14 @@ def read_records(work: Path) -> list[dict]:
     return records
 
 
+def as_scored(records: list[dict], settings: dict) -> list[dict]:
+    """The records as the analysis reads them: curves over env steps on ``iterations`` cells where the
+    arena has an env-step budget (budget.py), else as played. The study chooses its options on these too."""
+    if settings.get("env_steps") is None:
+        return records
+    return budget.on_budget(records, settings["env_steps"], settings["iterations"])
+
+
 def read_analysed(work: Path) -> tuple[dict, list[dict], dict]:
     """``work``'s settings, its records (curves read over env steps where it has a budget) and their
     analysis (analysis.analyse), from arena.json and results.jsonl alone; writes nothing."""
@@ -67,8 +75,7 @@ def read_analysed(work: Path) -> tuple[dict, list[dict], dict]:
     margin = study["margin"] if study else analysis.DEFAULT_MARGIN
     settings = recorded["settings"]
     try:
-        if settings.get("env_steps") is not None:  # curves over env steps, on --iterations cells (budget.py)
-            records = budget.on_budget(records, settings["env_steps"], settings["iterations"])
+        records = as_scored(records, settings)
         result = analysis.analyse(records, study["select_seeds"] if study else None, margin)
     except ValueError as error:
         raise output.ResultsError(f"{work / output.RESULTS_FILE}: {error}") from None

@@ -105,3 +105,20 @@ def test_committed_study_rebuilds_byte_for_byte(tmp_path):
     for path in committed.iterdir():
         assert (tmp_path / "twc3" / path.name).read_bytes() == path.read_bytes(), path.name
     assert not (tmp_path / "twc3" / "branching.md").exists()
+
+
+def test_options_are_chosen_on_the_curves_over_env_steps_where_there_is_a_budget():
+    # a study of an --env-steps arena chose on the curves as played while summarize read them over env
+    # steps, so a contestant could be evaluated at an option summarize did not choose (twc3, mvpo, 2026-12-05);
+    # both now read summary.as_scored. Option lr 1 wins late at a high env-step cost, lr 3 steadily.
+    from experiments.arena import analysis, summary
+
+    def record(lr, success, spent):
+        return {"contestant": "grpo", "seed": 0, "lr": lr, "update": "pg", "success": success, "greedy": success,
+                "env_steps": spent}
+
+    records = [record(1.0, [0.0, 1.0], [900, 100]), record(3.0, [0.4, 0.4], [500, 500])]
+    assert analysis.choose_options(records, ["grpo"], {0})[0]["grpo"] == (1.0, "pg")  # as played: AUC 0.5 > 0.4
+    assert summary.as_scored(records, {"env_steps": None}) == records
+    scored = summary.as_scored(records, {"env_steps": 1000, "iterations": 2})
+    assert analysis.choose_options(scored, ["grpo"], {0})[0]["grpo"] == (3.0, "pg")  # over env steps: 0.1 < 0.4
