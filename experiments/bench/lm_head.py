@@ -110,13 +110,14 @@ def with_smoke_policy(args, run):
     return run(args)
 
 
-def load_policy(args):
-    """(config, runtime options, model, tokenizer) of the recipe ``args.config`` on ``args.checkpoint``."""
+def load_policy(args, overrides: tuple[str, ...] = ()):
+    """(config, runtime options, model, tokenizer) of the recipe ``args.config`` on ``args.checkpoint``,
+    with config ``overrides``."""
     from milegpo_jax.models import load_pretrained
     from milegpo_jax.models.tokenizer import load_tokenizer
 
     config = recipe_config(args.config, args.checkpoint, seed=args.seed, groups=args.groups, group_size=args.group_size,
-                           smoke=args.smoke)
+                           smoke=args.smoke, overrides=overrides)
     runtime = config.runtime_options()
     model, _ = load_pretrained(args.checkpoint, runtime=runtime)
     return config, runtime, model, load_tokenizer(Path(args.checkpoint))

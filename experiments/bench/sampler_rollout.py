@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 
 SMOKE_RECIPE = str(Path(__file__).resolve().parents[1] / "configs" / "demo.py")
-SMOKE_POLICY = ("sft.episodes=0", "model.architecture.num_layers=1")  # the demo's policy: random, one layer
+# the demo's policy: random, two layers (so a smoke run can freeze one: bench.tree_update's trunk)
+SMOKE_POLICY = ("sft.episodes=0", "model.architecture.num_layers=2")
 # one turn (each turn's prompts compile anew) of short answers, micro-batches of two rows (also bench.update's)
 SMOKE_OVERRIDES = ("env.max_env_steps=1", "sampling.max_new_tokens=8", "ppo.minibatch_rows=4",
                    "ppo.microbatch_rows=2")
@@ -49,22 +50,22 @@ def checkpoint_problem(directory: str) -> str | None:
 
 
 def recipe_config(recipe: str, checkpoint: str, *, seed: int, groups: int = 0, group_size: int = 0,
-                  smoke: bool = False):
+                  smoke: bool = False, overrides: tuple[str, ...] = ()):
     """The recipe with the checkpoint as its policy (whatever model the recipe names), ``groups`` x
-    ``group_size`` rollouts (0: the recipe's), shrunk by ``SMOKE_OVERRIDES`` when ``smoke``."""
+    ``group_size`` rollouts (0: the recipe's), shrunk by ``SMOKE_OVERRIDES`` when ``smoke``, then
+    ``overrides``."""
     from experiments.train import build_config
 
-    overrides = [f"model.hf_checkpoint={checkpoint}", "model.preset=None", "model.architecture=None",
-                 f"run.seed={seed}"]
+    base = [f"model.hf_checkpoint={checkpoint}", "model.preset=None", "model.architecture=None", f"run.seed={seed}"]
     if groups:
-        overrides.append(f"env.groups_per_iteration={groups}")
+        base.append(f"env.groups_per_iteration={groups}")
     if group_size:
-        overrides.append(f"env.group_size={group_size}")
-    return build_config(recipe, overrides + list(SMOKE_OVERRIDES if smoke else ()))
+        base.append(f"env.group_size={group_size}")
+    return build_config(recipe, base + list(SMOKE_OVERRIDES if smoke else ()) + list(overrides))
 
 
 def write_smoke_checkpoint(directory: Path) -> Path:
-    """A tiny random policy in ``directory``: the demo's model (one layer) and word tokenizer, no warm start."""
+    """A tiny random policy in ``directory``: the demo's model (two layers) and word tokenizer, no warm start."""
     from experiments.train import build_config
     from milegpo_jax.train.trainer import warm_start_plan
     from milegpo_jax.train.warm_start import write_warm_start

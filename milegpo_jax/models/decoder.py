@@ -180,6 +180,8 @@ class Decoder(nnx.Module):
         frozen_layers: int = 0,
         segment_ancestors: jax.Array | None = None,
         tree: TreeExpansion | None = None,
+        trunk: jax.Array | None = None,
+        trunk_only: bool = False,
     ) -> tuple[jax.Array, KVCache | None]:
         """Final-norm hidden states ``[B, T, hidden]`` (compute dtype) and the advanced cache.
 
@@ -189,7 +191,10 @@ class Decoder(nnx.Module):
 
         ``frozen_layers``: no gradient flows into the embedding and the first this many decoder
         layers (their output is ``stop_gradient``-ed), so a backward pass stops there
-        (``optim.trainable_layers``, docs/training.md §2).
+        (``optim.trainable_layers``, docs/training.md §2). Those layers' output, the *trunk*, is the
+        same until they change: ``trunk_only`` returns it (``[B, T, hidden]``, no final norm) and a later
+        call given it as ``trunk`` skips the embedding and those layers (cache-free only;
+        ``milegpo_jax.train.trunk``, docs/training.md §3.2).
 
         ``segment_ancestors [B, T, D]``: tree-packed rows (cache-free only, with their ``positions``):
         a token also sees every token of the segments listed at its position, laid out before it
@@ -226,12 +231,22 @@ class Decoder(nnx.Module):
             plan = plan_cache_attention(impl, platform, segments, slot_segments, cache_index, cache_start)
             kv = (cache.keys, cache.values)
 
-        x = jnp.take(self.embedding[...], input_ids, axis=0).astype(options.compute_dtype)
-        x = constrain(x, ("batch", "seq", "act_embed"), sh)
-        cos, sin = rope_tables(positions, rope_inverse_frequencies(cfg))
         if not 0 <= frozen_layers <= cfg.num_layers:
             raise ValueError(f"frozen_layers={frozen_layers}: the model has {cfg.num_layers} layers")
-        x, kv = self._decoder_stack(x, cos, sin, plan, kv, cache_index, frozen_layers)
+        if (trunk is not None or trunk_only) and (cache is not None or not frozen_layers):
+            raise ValueError("trunk: a cache-free forward with frozen_layers > 0 only")
+        if trunk is None:
+            x = jnp.take(self.embedding[...], input_ids, axis=0).astype(options.compute_dtype)
+        elif trunk.shape != (b, t, cfg.hidden_size):
+            raise ValueError(f"trunk has shape {trunk.shape}, expected {(b, t, cfg.hidden_size)}")
+        else:
+            x = jax.lax.stop_gradient(trunk.astype(options.compute_dtype))
+        x = constrain(x, ("batch", "seq", "act_embed"), sh)
+        cos, sin = rope_tables(positions, rope_inverse_frequencies(cfg))
+        first, last = (frozen_layers if trunk is not None else 0), (frozen_layers if trunk_only else cfg.num_layers)
+        x, kv = self._decoder_stack(x, cos, sin, plan, kv, cache_index, frozen_layers, (first, last))
+        if trunk_only:
+            return x, None
         hidden = self.final_norm(x)
 
         if cache is not None:
@@ -260,8 +275,11 @@ class Decoder(nnx.Module):
         not in chunks: the kernel never holds the scores that chunking bounds."""
         return self.prefill_attention(length, cache_start) in KERNEL_PLATFORMS
 
-    def _decoder_stack(self, x, cos, sin, plan: AttentionPlan, kv, cache_index, frozen_layers: int = 0):
+    def _decoder_stack(self, x, cos, sin, plan: AttentionPlan, kv, cache_index, frozen_layers: int = 0,
+                       layer_range: tuple[int, int] | None = None):
+        """Layers ``layer_range`` (default all) over the residual ``x``; no gradient below ``frozen_layers``."""
         cfg, options, sh = self.config, self.runtime, self.sharding
+        first, last = layer_range or (0, cfg.num_layers)
         policy = _REMAT.get(options.remat)
 
         def run(layer_params, graphdef, x, kv, layer_index):
@@ -280,7 +298,7 @@ class Decoder(nnx.Module):
             if options.remat != "none":
                 body = jax.checkpoint(body, policy=policy)
             # frozen layers: a scan of their own whose output takes no gradient
-            spans = [(0, frozen_layers), (frozen_layers, cfg.num_layers)] if frozen_layers else [(0, cfg.num_layers)]
+            spans = [(first, min(frozen_layers, last)), (max(frozen_layers, first), last)] if frozen_layers else [(first, last)]
             for begin, end in spans:
                 if begin == end:
                     continue
@@ -290,7 +308,8 @@ class Decoder(nnx.Module):
                     x = jax.lax.stop_gradient(x)
             return x, kv
 
-        for layer_index, layer in enumerate(self.layers):
+        for layer_index in range(first, last):
+            layer = self.layers[layer_index]
             if options.remat == "none":
                 x, kv = layer(x, cos, sin, plan, sh, kv, layer_index, cache_index)
             else:

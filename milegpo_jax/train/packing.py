@@ -178,12 +178,14 @@ class Packed:
     """``arrays``: ``[sequences, capacity]`` inputs, targets, attention_mask (segment ids) and every
     field (with sharing also ``positions``, ``segment_ancestors`` and the kernel path's arrays);
     ``placement[i] = (sequence, start)`` of row ``i``'s leaf (its positions from ``leaf_starts[i]`` on;
-    without sharing the whole row, ``leaf_starts`` all 0)."""
+    without sharing the whole row, ``leaf_starts`` all 0); ``row_slots[i]``: where each of row ``i``'s
+    positions is computed, as ``sequence * capacity + slot`` (a shared prefix's slots are its node's)."""
 
     arrays: dict[str, np.ndarray]
     placement: tuple[tuple[int, int], ...]
     leaf_starts: tuple[int, ...]
     real_tokens: int  # the rows' positions, each row counted alone
+    row_slots: tuple[np.ndarray, ...] = ()
 
     @property
     def padding_fraction(self) -> float:
@@ -246,14 +248,17 @@ def _lay_out(rows: Rows, pick: list[int], forest: PrefixForest, placed: list, ca
     for name in rows.fields:
         arrays[name] = np.zeros((sequences, capacity), np.float32)
     placement: list[tuple[int, int]] = [(0, 0)] * len(pick)
+    row_slots: list[np.ndarray] = [np.zeros(0, np.int64)] * len(pick)
     for seq, sequence in enumerate(placed):
         segment_of: dict[int, int] = {}
+        node_slots: dict[int, np.ndarray] = {}
         for node in sequence.nodes:  # ascending ids: parents first
             ids = np.asarray(rows.tokens[pick[forest.source[node]]], np.int32)
             a, b = forest.start[node], forest.end[node]
             ancestors = _ancestors(forest, node, segment_of)
             at = layout.add(seq, a, b - a, ancestors)
             segment_of[node] = layout.segment
+            node_slots[node] = seq * capacity + at + np.arange(b - a)
             arrays["inputs"][seq, at : at + b - a] = ids[a:b]
             arrays["targets"][seq, at : at + b - a] = ids[a + 1 : b + 1]
             arrays["attention_mask"][seq, at : at + b - a] = layout.segment
@@ -268,12 +273,14 @@ def _lay_out(rows: Rows, pick: list[int], forest: PrefixForest, placed: list, ca
             for name, values in rows.fields.items():
                 arrays[name][seq, at : at + n - a] = values[row][a:]
             placement[local] = (seq, at)
+            own = seq * capacity + at + np.arange(n - a)
+            row_slots[local] = np.concatenate([node_slots[k] for k in forest.paths[local]] + [own])
     arrays.update(layout.arrays(sharing.expand_block))
     if head is not None:
         arrays = _at_weighted_positions(arrays, head, pad_id)
     lengths = rows.lengths[pick] if pick else np.zeros(0, np.int64)
     leaf_starts = tuple(forest.leaf_start(local) for local in range(len(pick)))
-    return Packed(arrays, tuple(placement), leaf_starts, int(lengths.sum()))
+    return Packed(arrays, tuple(placement), leaf_starts, int(lengths.sum()), tuple(row_slots))
 
 
 def _ancestors(forest: PrefixForest, node: int, segment_of: dict[int, int]) -> list[int]:

@@ -31,7 +31,8 @@ from milegpo_jax.train.packing import (
     prefix_order,
     unpack_head,
 )
-from milegpo_jax.train.step import PPOLoss, layout_arguments
+from milegpo_jax.train.step import TRUNK_KEY, PPOLoss, layout_arguments
+from milegpo_jax.train.trunk import TrunkStates
 
 
 Place = Callable[[np.ndarray], jax.Array]  # host array [micro, rows, T] -> device (rows over the batch axes)
@@ -112,6 +113,7 @@ def ppo_epoch(
     step, params, opt_state, rows: Rows, *, minibatch_rows: int, microbatch_rows: int, capacity: int,
     rng: np.random.Generator, pad_id: int, place: Place, stats: UpdateStats | None = None, quantum: int = 1,
     head: Head | None = None, sharing: Sharing = NO_SHARING, row_order: str = "shuffled",
+    trunk: TrunkStates | None = None,
 ):
     """One epoch over ``rows`` in mini-batches of ``minibatch_rows`` rows; one optimizer step (``step``,
     a jitted ``TrainStep``) per mini-batch. Each mini-batch is packed into sequences of ``capacity``
@@ -125,7 +127,9 @@ def ppo_epoch(
     The LM head runs at the response positions only, ``head_width`` of them per sequence
     (``milegpo_jax.train.packing``); ``head`` overrides that width (the LM-head benchmark's baseline
     sets it to ``capacity``: every position). ``sharing``: each mini-batch's shared prompt prefixes
-    computed once (``update_sharing``; the same update to float rounding).
+    computed once (``update_sharing``; the same update to float rounding). ``trunk``: the frozen layers'
+    output for every row, computed once (``trunk_states``); each mini-batch then runs only the trained
+    layers (the same update to float rounding).
 
     Returns ``(params, opt_state, history)``: the inputs are donated; ``history`` has one dict of
     float metrics per mini-batch.
@@ -139,7 +143,8 @@ def ppo_epoch(
             stats.real_tokens += packed.real_tokens
             stats.total_tokens += packed.arrays["inputs"].size
             stats.computed_tokens += packed.positions_computed
-        batch = {k: place(v) for k, v in as_micro_batches(packed.arrays, micro).items()}
+        arrays = packed.arrays if trunk is None else {**packed.arrays, TRUNK_KEY: trunk.gather(packed, pick)}
+        batch = {k: place(v) for k, v in as_micro_batches(arrays, micro).items()}
         params, opt_state, metrics = step(params, opt_state, batch)
         history.append({key: float(to_host(value)) for key, value in metrics.items()})
     return params, opt_state, history

@@ -16,6 +16,8 @@ mini-batches of the trainer, the supervised warm start (``milegpo_jax.train.sft`
 * tree-packed rows (shared prompt prefixes, docs/training.md §3.1) add ``positions`` and
   ``segment_ancestors`` (and on a fused kernel its ``expand_*`` / ``collect_index``): ``TREE_KEYS``,
   read when the batch has them;
+* with ``optim.trainable_layers`` the frozen layers' output may come precomputed as ``TRUNK_KEY``
+  (``milegpo_jax.train.trunk``, docs/training.md §3.2): the step then runs only the trained layers;
 * one optimizer update (always ``make_optimizer``'s clipping + AdamW) follows; ``params`` and
   ``opt_state`` are donated, so they are updated in place.
 
@@ -63,6 +65,9 @@ TOKEN_DTYPES = {
 }
 # a tree-packed batch's layout (packing.Sharing); absent without sharing, which leaves the program as before trees
 TREE_KEYS = ("positions", "segment_ancestors", "expand_index", "expand_segments", "collect_index")
+# the frozen layers' output at every position ``[micro_batches, rows, T, hidden]``, computed once per update
+# (``milegpo_jax.train.trunk``); absent, the step computes them itself
+TRUNK_KEY = "trunk"
 METRIC_KEYS = ("loss", "policy_loss", "kl", "entropy", "clip_fraction", "approx_kl_behaviour", "logprob_gap")
 
 
@@ -70,7 +75,8 @@ def head_logprobs(model, batch, chunk_size: int | None, trainable_layers: int = 
     """Log-probs of ``batch["targets"]`` (and the entropies) at the ``head_index`` positions, ``[rows, K]``;
     ``trainable_layers`` > 0: no gradient below the top layers nor into the LM head (optim.trainable_layers)."""
     frozen = model.config.num_layers - trainable_layers if trainable_layers else 0
-    hidden, _ = model.hidden_states(batch["inputs"], frozen_layers=frozen, **layout_arguments(batch))
+    hidden, _ = model.hidden_states(batch["inputs"], frozen_layers=frozen, trunk=batch.get(TRUNK_KEY),
+                                    **layout_arguments(batch))
     hidden = jnp.take_along_axis(hidden, batch["head_index"][..., None], axis=1)
     weight, tied = model.output_projection()
     if trainable_layers:  # the LM head (a tied embedding) is frozen with the lower layers
@@ -160,7 +166,7 @@ class TrainStep:
 
     def __call__(self, params, opt_state, batch):
         sharding = nnx.merge(self.graphdef, params).sharding
-        keys = self.loss.keys + tuple(key for key in TREE_KEYS if key in batch)
+        keys = self.loss.keys + tuple(key for key in TREE_KEYS + (TRUNK_KEY,) if key in batch)
         batch = {key: constrain(batch[key], (None, "batch") + (None,) * (batch[key].ndim - 2), sharding)
                  for key in keys}
         token_count = jnp.maximum(jnp.sum(batch[self.loss.weight_key]), 1.0)
@@ -227,6 +233,6 @@ def jit_train_step(step: TrainStep, param_shardings: Any = None, opt_shardings: 
     return jax.jit(step, donate_argnums=(0, 1), out_shardings=(param_shardings, opt_shardings, None))
 
 
-__all__ = ["METRIC_KEYS", "PPOLoss", "SFTLoss", "TOKEN_DTYPES", "TREE_KEYS", "TrainStep", "batch_shapes",
+__all__ = ["METRIC_KEYS", "PPOLoss", "SFTLoss", "TOKEN_DTYPES", "TREE_KEYS", "TRUNK_KEY", "TrainStep", "batch_shapes",
            "build_train_step", "head_logprobs", "jit_train_step", "layout_arguments", "opt_state_shardings",
            "train_step_shardings", "update_sharing"]

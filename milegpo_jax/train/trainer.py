@@ -57,6 +57,7 @@ from milegpo_jax.train.ppo import (
 )
 from milegpo_jax.train.preemption import PreemptionGuard
 from milegpo_jax.train.step import build_train_step, jit_train_step, train_step_shardings, update_sharing
+from milegpo_jax.train.trunk import trunk_states
 from milegpo_jax.train.warm_start import WarmStartPlan, warm_start_status, write_warm_start
 
 WARM_START_DIR = "warm_start"  # the Hugging Face checkpoint RL starts from (and the KL reference)
@@ -334,6 +335,14 @@ class Trainer:
         timings["time/logprob_s"] = time.perf_counter() - start
 
         start = time.perf_counter()
+        trunk = None
+        if cfg.optim.trainable_layers and cfg.ppo.share_prefixes:  # the frozen layers once (docs/training.md §3.2)
+            trunk = trunk_states(
+                self.model, update_rows, layers=self.model.config.num_layers - cfg.optim.trainable_layers,
+                capacity=capacity, max_sequences=cfg.ppo.microbatch_rows, pad_id=pad_id, place=self._place_rows,
+                sharing=sharing, quantum=self._batch_shards,
+            )
+            metrics["update/trunk_positions"] = trunk.positions_computed
         rng = np.random.default_rng(_seed(cfg.run.seed, iteration, 2))
         updates, stats = [], UpdateStats()
         for _ in range(cfg.ppo.epochs):
@@ -341,7 +350,7 @@ class Trainer:
                 self.jitted_step, self.params, self.opt_state, update_rows, minibatch_rows=cfg.ppo.minibatch_rows,
                 microbatch_rows=cfg.ppo.microbatch_rows, capacity=capacity, rng=rng, pad_id=pad_id,
                 place=self._place_rows, stats=stats, quantum=self._batch_shards, sharing=sharing,
-                row_order=cfg.ppo.row_order,
+                row_order=cfg.ppo.row_order, trunk=trunk,
             )
             updates += history
         timings["time/update_s"] = time.perf_counter() - start

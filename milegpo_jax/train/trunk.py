@@ -1,0 +1,74 @@
+"""The frozen trunk, computed once per update (docs/training.md §3.2).
+
+With ``optim.trainable_layers`` = N the update trains only the top N decoder layers: the embedding
+and the layers below them (the *trunk*) never change during an update, so their output at a row's
+positions is the same in every mini-batch and epoch. ``trunk_states`` computes it once for all rows,
+tree-packed as the reference pass packs them (every shared prompt prefix once in the whole batch, not
+once per shuffled mini-batch), and ``TrunkStates.gather`` lays it out for a mini-batch's packing; the
+train step then runs only the top N layers from it (``Decoder.hidden_states(trunk=...)``). Each row
+sees the same tokens at the same positions with the same causal context either way, so the update is
+the same to float rounding.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import jax
+import numpy as np
+from flax import nnx
+
+from milegpo_jax.models.decoder import Decoder
+from milegpo_jax.multihost import to_host
+from milegpo_jax.train.packing import Head, Packed, Rows, Sharing, pack_micro_batches
+from milegpo_jax.train.step import TRUNK_KEY, PPOLoss, layout_arguments
+
+
+@dataclasses.dataclass(frozen=True)
+class TrunkStates:
+    """The trunk's output for every row: ``values [slots, hidden]`` and, per row, the slot of each of
+    its positions (``row_slots[i]``, as ``Packed.row_slots``); ``positions_computed``: the trunk pass's
+    non-padding positions (each shared prefix once)."""
+
+    layers: int
+    values: np.ndarray
+    row_slots: tuple[np.ndarray, ...]
+    positions_computed: int
+
+    def gather(self, packed: Packed, pick: Sequence[int]) -> np.ndarray:
+        """``[sequences, capacity, hidden]``: the trunk at every slot of ``packed`` (the rows ``pick``);
+        padding slots hold the first slot's state, which no real position reads."""
+        sequences, capacity = packed.arrays["attention_mask"].shape
+        index = np.zeros(sequences * capacity, np.int64)
+        for local, slots in enumerate(packed.row_slots):
+            index[slots] = self.row_slots[int(pick[local])]
+        return self.values[index].reshape(sequences, capacity, -1)
+
+
+@nnx.jit(static_argnames="layers")
+def trunk_forward(model: Decoder, batch: dict[str, jax.Array], layers: int) -> jax.Array:
+    """``[B, T, hidden]``: the residual stream after the embedding and the first ``layers`` layers."""
+    states, _ = model.hidden_states(batch["inputs"], frozen_layers=layers, trunk_only=True, **layout_arguments(batch))
+    return states
+
+
+def trunk_states(model: Decoder, rows: Rows, *, layers: int, capacity: int, max_sequences: int, pad_id: int,
+                 place, sharing: Sharing, quantum: int = 1) -> TrunkStates:
+    """The trunk (the embedding and the first ``layers`` layers) at every position of ``rows``: all rows
+    packed at once with ``sharing``, ``max_sequences`` sequences of ``capacity`` positions' worth per
+    call (a multiple of ``quantum``, the number of batch shards), as ``with_reference_logprobs`` does."""
+    everything = list(range(len(rows)))
+    head = Head.for_rows(rows, PPOLoss.weight_key, sharing.capacity(capacity))
+    packed, micro = pack_micro_batches(rows, everything, capacity, max_sequences, pad_id, head, sharing, quantum)
+    per_micro = packed.arrays["inputs"].shape[0] // micro
+    keys = [k for k in packed.arrays if k not in rows.fields]
+    pieces = []
+    for index in range(micro):
+        part = {k: packed.arrays[k][index * per_micro : (index + 1) * per_micro][None] for k in keys}
+        pieces.append(to_host(trunk_forward(model, {k: place(v)[0] for k, v in part.items()}, layers)))
+    values = np.concatenate(pieces)
+    return TrunkStates(layers, values.reshape(-1, values.shape[-1]), packed.row_slots, packed.positions_computed)
+
+
+__all__ = ["TRUNK_KEY", "TrunkStates", "trunk_forward", "trunk_states"]
