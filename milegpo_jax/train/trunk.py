@@ -22,7 +22,7 @@ from flax import nnx
 from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.multihost import to_host
 from milegpo_jax.train.packing import Head, Packed, Rows, Sharing, pack_micro_batches
-from milegpo_jax.train.step import TRUNK_KEY, PPOLoss, layout_arguments
+from milegpo_jax.train.step import PPOLoss, layout_arguments
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,4 +71,4 @@ def trunk_states(model: Decoder, rows: Rows, *, layers: int, capacity: int, max_
     return TrunkStates(layers, values.reshape(-1, values.shape[-1]), packed.row_slots, packed.positions_computed)
 
 
-__all__ = ["TRUNK_KEY", "TrunkStates", "trunk_forward", "trunk_states"]
+__all__ = ["TrunkStates", "trunk_forward", "trunk_states"]
