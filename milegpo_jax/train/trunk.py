@@ -21,7 +21,7 @@ from flax import nnx
 
 from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.multihost import to_host
-from milegpo_jax.train.packing import Head, Packed, Rows, Sharing, pack_micro_batches
+from milegpo_jax.train.packing import LAYOUT_KEYS, Head, Packed, Rows, Sharing, pack_micro_batches
 from milegpo_jax.train.step import PPOLoss, layout_arguments
 
 
@@ -57,12 +57,15 @@ def trunk_states(model: Decoder, rows: Rows, *, layers: int, capacity: int, max_
                  place, sharing: Sharing, quantum: int = 1) -> TrunkStates:
     """The trunk (the embedding and the first ``layers`` layers) at every position of ``rows``: all rows
     packed at once with ``sharing``, ``max_sequences`` sequences of ``capacity`` positions' worth per
-    call (a multiple of ``quantum``, the number of batch shards), as ``with_reference_logprobs`` does."""
+    call (a multiple of ``quantum``, the number of batch shards), as ``with_reference_logprobs`` does
+    but with no LM head."""
     everything = list(range(len(rows)))
-    head = Head.for_rows(rows, PPOLoss.weight_key, sharing.capacity(capacity))
+    # This pass has no LM head, so a sequence's weighted positions need no limit (a head as wide as the
+    # sequence): the update's head width would hold about half as many rows per sequence.
+    head = Head(PPOLoss.weight_key, sharing.capacity(capacity))
     packed, micro = pack_micro_batches(rows, everything, capacity, max_sequences, pad_id, head, sharing, quantum)
     per_micro = packed.arrays["inputs"].shape[0] // micro
-    keys = [k for k in packed.arrays if k not in rows.fields]
+    keys = [k for k in LAYOUT_KEYS if k in packed.arrays]
     pieces = []
     for index in range(micro):
         part = {k: packed.arrays[k][index * per_micro : (index + 1) * per_micro][None] for k in keys}
