@@ -1,6 +1,7 @@
 """Tree-packed rows on 8 fake CPU devices (run by ``test_tree_packing.py`` in a child process: the XLA
 device count is fixed when jax first initialises). The PPO loss, metrics and gradients of a sharded,
-rematerialised model on tree-packed rows equal the unsharded model's on the rows packed alone.
+rematerialised model on tree-packed rows (and from the frozen trunk, docs/training.md §3.2) equal the
+unsharded model's on the rows packed alone.
 
 By hand: ``XLA_FLAGS=--xla_force_host_platform_device_count=8 python -m pytest tests/train/tree_sharded_checks.py``.
 """
