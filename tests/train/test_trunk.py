@@ -14,10 +14,10 @@ import optax
 import pytest
 from flax import nnx
 
+from milegpo_jax.config import OptimSection
 from milegpo_jax.models import ModelConfig, RuntimeOptions, init_model
 from milegpo_jax.train.loss import PPOLossConfig
 from milegpo_jax.train.optim import make_optimizer
-from milegpo_jax.config import OptimSection
 from milegpo_jax.train.packing import NO_SHARING, Head, Sharing, pack
 from milegpo_jax.train.ppo import ppo_epoch
 from milegpo_jax.train.step import TRUNK_KEY, PPOLoss, TrainStep, jit_train_step
