@@ -167,9 +167,8 @@ def run(args) -> dict:
             trunk=trunk,
         )
         trunk_positions = 0 if trunk is None else trunk.positions_computed
-        layer_positions = stats.computed_tokens * layers
-        if trunk is not None:
-            layer_positions = trunk_positions * frozen + stats.computed_tokens * (layers - frozen)
+        mini_batch_layers = layers if trunk is None else layers - frozen  # the trunk pass ran the frozen ones
+        layer_positions = trunk_positions * frozen + stats.computed_tokens * mini_batch_layers
         return jax.block_until_ready(params), history, stats, layer_positions, trunk_positions
 
     if args.peak_memory:  # one layout alone in this process: its peak resident memory
@@ -199,12 +198,12 @@ def run(args) -> dict:
         params_new, history_new, stats_new, layer_positions_new, _ = results[name]
         gaps.append(update_gaps(history_new, history_old, params_new, params_old))
         seconds = statistics.median(times[name])
-        suffix = "" if name == "shared" else f"_{name}"
+        suffix = "" if name == "shared" else f"_{name}"  # the shared layout's ratios keep their first names
         figures.update({
-            f"positions{suffix if suffix else '_shared'}": stats_new.computed_tokens,
+            f"positions_{name}": stats_new.computed_tokens,
             f"position_cut{suffix}": round(stats_old.computed_tokens / stats_new.computed_tokens, 3),
             f"layer_position_cut{suffix}": round(layer_positions_old / layer_positions_new, 3),
-            f"padded{suffix if suffix else '_shared'}": stats_new.total_tokens,
+            f"padded_{name}": stats_new.total_tokens,
             f"{name}_s": round(seconds, 3),
             f"speedup{suffix}": round(old_s / seconds, 3),
         })

@@ -185,7 +185,7 @@ class Packed:
     placement: tuple[tuple[int, int], ...]
     leaf_starts: tuple[int, ...]
     real_tokens: int  # the rows' positions, each row counted alone
-    row_slots: tuple[np.ndarray, ...] = ()
+    row_slots: tuple[np.ndarray, ...]
 
     @property
     def padding_fraction(self) -> float:

@@ -80,13 +80,11 @@ def with_reference_logprobs(
     everything = list(range(len(rows)))
     head = Head.for_rows(rows, PPOLoss.weight_key, sharing.capacity(capacity))
     packed, micro = pack_micro_batches(rows, everything, capacity, max_sequences, pad_id, head, sharing, quantum)
-    per_micro = packed.arrays["inputs"].shape[0] // micro
-    keys = [k for k in packed.arrays if k not in rows.fields]
+    batches = as_micro_batches({k: v for k, v in packed.arrays.items() if k not in rows.fields}, micro)
     pieces = []
     for index in range(micro):
-        part = {k: packed.arrays[k][index * per_micro : (index + 1) * per_micro][None] for k in keys}
-        logprobs = reference_logprobs(model, {k: place(v)[0] for k, v in part.items()}, chunk_size=chunk_size)
-        pieces.append(to_host(logprobs))
+        part = {k: place(v[index : index + 1])[0] for k, v in batches.items()}
+        pieces.append(to_host(reference_logprobs(model, part, chunk_size=chunk_size)))
     ref = unpack_head(np.concatenate(pieces), packed, rows.fields[PPOLoss.weight_key])
     return Rows(rows.tokens, {**rows.fields, "ref_logprobs": tuple(ref)})
 

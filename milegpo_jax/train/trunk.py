@@ -21,7 +21,7 @@ from flax import nnx
 
 from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.multihost import to_host
-from milegpo_jax.train.packing import LAYOUT_KEYS, Head, Packed, Rows, Sharing, pack_micro_batches
+from milegpo_jax.train.packing import LAYOUT_KEYS, Head, Packed, Rows, Sharing, as_micro_batches, pack_micro_batches
 from milegpo_jax.train.step import PPOLoss, layout_arguments
 
 
@@ -31,7 +31,6 @@ class TrunkStates:
     its positions (``row_slots[i]``, as ``Packed.row_slots``); ``positions_computed``: the trunk pass's
     non-padding positions (each shared prefix once)."""
 
-    layers: int
     values: np.ndarray
     row_slots: tuple[np.ndarray, ...]
     positions_computed: int
@@ -64,14 +63,13 @@ def trunk_states(model: Decoder, rows: Rows, *, layers: int, capacity: int, max_
     # sequence): the update's head width would hold about half as many rows per sequence.
     head = Head(PPOLoss.weight_key, sharing.capacity(capacity))
     packed, micro = pack_micro_batches(rows, everything, capacity, max_sequences, pad_id, head, sharing, quantum)
-    per_micro = packed.arrays["inputs"].shape[0] // micro
-    keys = [k for k in LAYOUT_KEYS if k in packed.arrays]
+    batches = as_micro_batches({k: packed.arrays[k] for k in LAYOUT_KEYS if k in packed.arrays}, micro)
     pieces = []
     for index in range(micro):
-        part = {k: packed.arrays[k][index * per_micro : (index + 1) * per_micro][None] for k in keys}
-        pieces.append(to_host(trunk_forward(model, {k: place(v)[0] for k, v in part.items()}, layers)))
+        part = {k: place(v[index : index + 1])[0] for k, v in batches.items()}
+        pieces.append(to_host(trunk_forward(model, part, layers)))
     values = np.concatenate(pieces)
-    return TrunkStates(layers, values.reshape(-1, values.shape[-1]), packed.row_slots, packed.positions_computed)
+    return TrunkStates(values.reshape(-1, values.shape[-1]), packed.row_slots, packed.positions_computed)
 
 
 __all__ = ["TrunkStates", "trunk_forward", "trunk_states"]
