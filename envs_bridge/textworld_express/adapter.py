@@ -39,6 +39,8 @@ import json
 import threading
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
+
 from envs_bridge.base import EnvAdapter, EnvError, StepResult, check_split
 from envs_bridge.textworld_express import jvm
 from envs_bridge.textworld_express.gold import seeded_gold_path
@@ -141,8 +143,14 @@ class TextWorldExpressAdapter(EnvAdapter):
         if not 0 <= task_id < len(seeds):
             raise EnvError(f"task id {task_id} is out of range for split {split!r}: 0..{len(seeds) - 1}")
         fold = SPLIT_TO_FOLD[split]
-        # No engine gold path here: it is drawn from an unseeded random walk (see gold.py).
-        raw = json.loads(self._java.generateNewGameJSON(seeds[task_id], fold, False))
+        self._episode, self._done = None, True  # a reset the engine refuses leaves no episode to step
+        try:
+            # No engine gold path here: it is drawn from an unseeded random walk (see gold.py).
+            raw = json.loads(self._java.generateNewGameJSON(seeds[task_id], fold, False))
+        except Py4JJavaError as error:  # e.g. twc with 4 items in one room: some game seeds have no room for them
+            message = str(error.java_exception.getMessage()).strip()
+            raise EnvError(f"TextWorldExpress cannot build {split} task {task_id} of {self.game} "
+                           f"{self.params_text!r}: {message}") from error
         self._episode = {
             "game": self.game,
             "fold": fold,

@@ -91,6 +91,50 @@ def test_textworld_express_parameters_beyond_32_bits_are_refused(server_url, opt
     raw_post(server_url, "/close", json.dumps({"env_ids": answer["env_ids"]}).encode())
 
 
+# TextWorldExpress accepts twc with 4 items in one room, but some of its game seeds have no room for
+# them: eval_id task 5 is one (found by trying tasks 0-39 of each split, 2026-12-05)
+CROWDED_TWC = {"game": "twc", "game_params": "numLocations=1,numItemsToPutAway=4"}
+
+
+def test_a_task_the_engine_cannot_build_is_an_env_error_and_leaves_no_episode():
+    from envs_bridge.base import EnvError
+    from envs_bridge.textworld_express.adapter import TextWorldExpressAdapter
+
+    adapter = TextWorldExpressAdapter(**CROWDED_TWC, gold_path=False)
+    try:
+        adapter.reset("eval_id", 0, 0)
+        with pytest.raises(EnvError, match=r"cannot build eval_id task 5 of twc .*Could not add 4 items"):
+            adapter.reset("eval_id", 5, 0)
+        with pytest.raises(EnvError, match="the episode is over"):  # task 0's episode is gone too
+            adapter.step("look around")
+        assert not adapter.reset("eval_id", 6, 0).done  # the adapter still works
+    finally:
+        adapter.close()
+
+
+def test_the_server_answers_400_for_a_task_the_engine_cannot_build(server_url):
+    status, answer = raw_post(server_url, "/create", json.dumps({"count": 1, "options": CROWDED_TWC}).encode())
+    assert status == 200, answer
+    [env_id] = answer["env_ids"]
+    request = {"env_ids": [env_id], "split": "eval_id", "task_ids": [5], "seeds": [0]}
+    status, answer = raw_post(server_url, "/reset", json.dumps(request).encode())
+    assert status == 400 and "Could not add 4 items" in answer["error"], answer
+    status, answer = raw_post(server_url, "/reset", json.dumps({**request, "task_ids": [6]}).encode())
+    assert status == 200, answer  # the same env, another task
+    raw_post(server_url, "/close", json.dumps({"env_ids": [env_id]}).encode())
+
+
+def test_the_setting_command_names_a_task_the_engine_cannot_build():
+    completed = subprocess.run(
+        [sys.executable, "-m", "experiments.llm_credit", "setting", "--game", "twc",
+         "--params", CROWDED_TWC["game_params"], "--tasks", "6"],  # the converted SmolLM2 tokenizer
+        capture_output=True, text=True, timeout=120, cwd=ROOT,
+    )
+    assert completed.returncode == 2, completed.stderr
+    [line] = completed.stderr.strip().splitlines()
+    assert line.startswith("experiments.llm_credit setting: --game/--params: TextWorldExpress cannot build eval_id task 5")
+
+
 @pytest.fixture(scope="module")
 def webshop_url():
     from envs_bridge.launcher import ServerProcess
