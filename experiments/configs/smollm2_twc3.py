@@ -16,6 +16,9 @@ value says why there) with the game changed and no history pair, and 4 task grou
 instead of 2: an episode here ends as soon as the third item is placed, and more tasks per iteration
 give the update more than two tasks' worth of signal (the coin recipe's calibration moved the policy
 by a KL of 0.0003-0.002 per iteration and did not learn, docs/results/llm-credit.md).
+
+Not a recipe that learns yet: its calibration with MileGPO (seed 0, 6 iterations) won no training
+episode and lost its warm start's 3 of 32 held-out wins (docs/results/llm-credit.md, "Calibration 3").
 """
 
 import ml_collections
