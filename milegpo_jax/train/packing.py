@@ -456,7 +456,16 @@ def as_micro_batches(arrays: Mapping[str, np.ndarray], micro: int) -> dict[str, 
     return {k: v.reshape(micro, v.shape[0] // micro, *v.shape[1:]) for k, v in arrays.items()}
 
 
+def map_micro_batches(arrays: Mapping[str, np.ndarray], micro: int, place, forward) -> np.ndarray:
+    """``forward`` (returning host arrays) on each of the ``micro`` micro-batches of ``arrays``, each
+    placed on the devices by ``place``; the outputs concatenated along the sequence axis (the
+    reference and trunk passes over all of an update's rows)."""
+    batches = as_micro_batches(arrays, micro)
+    return np.concatenate([forward({k: place(v[index : index + 1])[0] for k, v in batches.items()})
+                           for index in range(micro)])
+
+
 __all__ = ["CAPACITY_STEP", "HEAD_SHARE", "LAYOUT_KEYS", "MIN_SEQUENCE", "NO_SHARING", "Head", "Packed", "Rows",
            "Sharing", "as_micro_batches", "capacity_for_length", "first_fit_decreasing", "head_width",
-           "expanded_width", "micro_batch_shape", "pack", "pack_micro_batches", "prefix_order", "sequences_needed", "sequences_per_micro", "shareable_lengths",
+           "expanded_width", "map_micro_batches", "micro_batch_shape", "pack", "pack_micro_batches", "prefix_order", "sequences_needed", "sequences_per_micro", "shareable_lengths",
            "unpack", "unpack_head"]

@@ -27,6 +27,7 @@ from milegpo_jax.train.packing import (
     Sharing,
     as_micro_batches,
     capacity_for_length,
+    map_micro_batches,
     pack_micro_batches,
     prefix_order,
     unpack_head,
@@ -80,12 +81,10 @@ def with_reference_logprobs(
     everything = list(range(len(rows)))
     head = Head.for_rows(rows, PPOLoss.weight_key, sharing.capacity(capacity))
     packed, micro = pack_micro_batches(rows, everything, capacity, max_sequences, pad_id, head, sharing, quantum)
-    batches = as_micro_batches({k: v for k, v in packed.arrays.items() if k not in rows.fields}, micro)
-    pieces = []
-    for index in range(micro):
-        part = {k: place(v[index : index + 1])[0] for k, v in batches.items()}
-        pieces.append(to_host(reference_logprobs(model, part, chunk_size=chunk_size)))
-    ref = unpack_head(np.concatenate(pieces), packed, rows.fields[PPOLoss.weight_key])
+    layout = {k: v for k, v in packed.arrays.items() if k not in rows.fields}
+    logprobs = map_micro_batches(layout, micro, place,
+                                 lambda part: to_host(reference_logprobs(model, part, chunk_size=chunk_size)))
+    ref = unpack_head(logprobs, packed, rows.fields[PPOLoss.weight_key])
     return Rows(rows.tokens, {**rows.fields, "ref_logprobs": tuple(ref)})
 
 

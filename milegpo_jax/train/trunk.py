@@ -21,7 +21,7 @@ from flax import nnx
 
 from milegpo_jax.models.decoder import Decoder
 from milegpo_jax.multihost import to_host
-from milegpo_jax.train.packing import LAYOUT_KEYS, Head, Packed, Rows, Sharing, as_micro_batches, pack_micro_batches
+from milegpo_jax.train.packing import LAYOUT_KEYS, Head, Packed, Rows, Sharing, map_micro_batches, pack_micro_batches
 from milegpo_jax.train.step import PPOLoss, layout_arguments
 
 
@@ -63,12 +63,8 @@ def trunk_states(model: Decoder, rows: Rows, *, layers: int, capacity: int, max_
     # sequence): the update's head width would hold about half as many rows per sequence.
     head = Head(PPOLoss.weight_key, sharing.capacity(capacity))
     packed, micro = pack_micro_batches(rows, everything, capacity, max_sequences, pad_id, head, sharing, quantum)
-    batches = as_micro_batches({k: packed.arrays[k] for k in LAYOUT_KEYS if k in packed.arrays}, micro)
-    pieces = []
-    for index in range(micro):
-        part = {k: place(v[index : index + 1])[0] for k, v in batches.items()}
-        pieces.append(to_host(trunk_forward(model, part, layers)))
-    values = np.concatenate(pieces)
+    layout = {k: packed.arrays[k] for k in LAYOUT_KEYS if k in packed.arrays}
+    values = map_micro_batches(layout, micro, place, lambda part: to_host(trunk_forward(model, part, layers)))
     return TrunkStates(values.reshape(-1, values.shape[-1]), packed.row_slots, packed.positions_computed)
 
 
