@@ -26,6 +26,7 @@ HASHED_WHEN_SET = {
     "optim.trainable_layers": 0,
     "env.branching": {"roots": 0, "branches": 1, "fork_at": "uniform"},  # tree rollouts off
     "sampling.eval_greedy": False,
+    "sft.skip_repeated_prompts": False,
 }
 
 # Dotted paths (or whole sections) that do not enter config_hash: changing them on resume is safe.
@@ -76,11 +77,16 @@ def config_identity(config: TrainConfig) -> dict[str, Any]:
         for part in parents:
             node = node[part]
         node.pop(leaf)
+    _drop_unset(data)
+    return data
+
+
+def _drop_unset(data: dict[str, Any], sections: tuple[str, ...] | None = None) -> None:
+    """Removes the ``HASHED_WHEN_SET`` options (of ``sections``; all when None) that are at their defaults."""
     for path, default in HASHED_WHEN_SET.items():
         section, leaf = path.split(".")
-        if data[section][leaf] == default:
+        if (sections is None or section in sections) and data[section][leaf] == default:
             data[section].pop(leaf)
-    return data
 
 
 def config_hash(config: TrainConfig) -> str:
@@ -95,6 +101,7 @@ def warm_start_inputs(config: TrainConfig) -> dict[str, Any]:
     seed): its record (``train.warm_start``), which a run's config must match before the first
     checkpoint."""
     data = to_dict(config)
+    _drop_unset(data, ("sft",))  # warm starts built before an SFT option existed stay valid
     env = data["env"]
     # remat and scan_layers change how the model runs, not what it computes: a warm start serves both
     model = {key: value for key, value in data["model"].items() if key not in ("remat", "scan_layers")}

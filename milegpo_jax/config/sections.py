@@ -240,6 +240,9 @@ class SFTSection:
     epochs: int = 1
     learning_rate: float = 1e-3
     batch_rows: int = 32  # step rows per update
+    # leave out expert steps after which the prompt repeats itself (a no-op such as TWX's opening
+    # "look around" with no history): docs/training.md §5
+    skip_repeated_prompts: bool = False
 
     def __post_init__(self):
         non_negative("sft.episodes", self.episodes)

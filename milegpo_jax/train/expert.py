@@ -32,6 +32,13 @@ def expert_response(action: str) -> str:
     return RESPONSE_TEMPLATE.format(thought=f"the next step is to {action}", action=action)
 
 
+def _prompt(env: str, result, history: Sequence[HistoryEntry], history_length: int) -> str:
+    return build_prompt(
+        env, result.observation, result.admissible_actions, task=result.task,
+        history=history[-history_length:] if history_length > 0 else (), history_length=history_length,
+    )
+
+
 def expert_episodes(
     env: str,
     env_options: dict[str, Any],
@@ -40,8 +47,14 @@ def expert_episodes(
     *,
     history_length: int,
     seed: int = 0,
+    skip_repeated_prompts: bool = False,
 ) -> Iterator[list[Demonstration]]:
-    """Yields one list of demonstrations per task: the gold path replayed step by step."""
+    """Yields one list of demonstrations per task: the gold path replayed step by step.
+
+    ``skip_repeated_prompts`` leaves out a step after which the collector's prompt is the same as
+    before it (TextWorldExpress's gold paths open with "look around", which shows the first
+    observation again). With no history in the prompt, such a step and the next one are two targets
+    for one prompt, and the warm start learns to repeat the no-op (docs/training.md §5)."""
     adapter = adapter_class(env)(**env_options)
     try:
         for task_id in task_ids:
@@ -51,14 +64,15 @@ def expert_episodes(
                 raise ValueError(f"{env} gives no gold path for {split} task {task_id}")
             history: list[HistoryEntry] = []
             episode = []
+            prompt = _prompt(env, result, history, history_length)
             for action in gold:
-                prompt = build_prompt(
-                    env, result.observation, result.admissible_actions, task=result.task,
-                    history=history[-history_length:] if history_length > 0 else (), history_length=history_length,
-                )
-                episode.append(Demonstration(prompt, expert_response(action), result.observation, action))
+                demonstration = Demonstration(prompt, expert_response(action), result.observation, action)
                 history.append(HistoryEntry(result.observation, action))
                 result = adapter.step(action)
+                next_prompt = _prompt(env, result, history, history_length)
+                if not (skip_repeated_prompts and next_prompt == prompt and not result.done):
+                    episode.append(demonstration)
+                prompt = next_prompt
                 if result.done:
                     break
             yield episode

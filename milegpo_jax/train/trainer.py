@@ -94,7 +94,8 @@ def warm_start_plan(config: TrainConfig) -> WarmStartPlan:
         inputs=warm_start_inputs(config), runtime=config.runtime_options(), hf_checkpoint=model.hf_checkpoint,
         preset=model.preset, architecture=model.architecture, init_seed=model.init_seed,
         tokenizer_dir=model.tokenizer_dir, seed=config.run.seed, sft_episodes=sft.episodes, sft_epochs=sft.epochs,
-        sft_learning_rate=sft.learning_rate, sft_batch_rows=sft.batch_rows, share_prefixes=config.ppo.share_prefixes,
+        sft_learning_rate=sft.learning_rate, sft_batch_rows=sft.batch_rows,
+        sft_skip_repeated_prompts=sft.skip_repeated_prompts, share_prefixes=config.ppo.share_prefixes,
         env=env.name, env_options=env.adapter_options(), train_split=env.train_split,
         history_length=env.history_length, progress_bar=config.logging.progress_bar,
     )

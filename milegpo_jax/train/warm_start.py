@@ -54,6 +54,7 @@ class WarmStartPlan:
     sft_epochs: int = 1
     sft_learning_rate: float = 1e-3
     sft_batch_rows: int = 32
+    sft_skip_repeated_prompts: bool = False
     share_prefixes: bool = True
     # where expert episodes come from: the environment, its adapter options, split and prompt history
     env: str = ""
@@ -113,7 +114,7 @@ def expert_pairs(plan: WarmStartPlan, episodes: int) -> list[Pair]:
         (d.prompt, d.response)
         for episode in expert_episodes(
             plan.env, dict(plan.env_options), plan.train_split, range(episodes),
-            history_length=plan.history_length, seed=plan.seed,
+            history_length=plan.history_length, seed=plan.seed, skip_repeated_prompts=plan.sft_skip_repeated_prompts,
         )
         for d in episode
     ]
