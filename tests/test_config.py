@@ -22,6 +22,7 @@ from milegpo_jax.config import (
     load_config_file,
     split_config_flags,
     to_dict,
+    warm_start_inputs,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -273,6 +274,17 @@ def test_hash_changes_with_what_defines_the_run(alfworld_raw):
     for override in ("ppo.kl_coef=0.02", "run.seed=1", "credit.stage=rcs", "credit.eta=0.3",
                      "env.max_env_steps=40", "model.hf_checkpoint=/other", "optim.learning_rate=2e-6"):
         assert config_hash(build(alfworld_raw, override)) != reference, override
+
+
+def test_an_option_added_later_enters_the_identities_only_when_set(alfworld_raw):
+    # sft.skip_repeated_prompts came after warm starts and runs were recorded: at its default it must
+    # leave both the run's hash and the warm start's inputs as they were, so those still resume
+    default = load_config(alfworld_raw)
+    assert "skip_repeated_prompts" not in warm_start_inputs(default)["sft"]
+    assert "skip_repeated_prompts" not in config_identity(default)["sft"]
+    skipping = build(alfworld_raw, "sft.skip_repeated_prompts=true")
+    assert warm_start_inputs(skipping)["sft"]["skip_repeated_prompts"] is True
+    assert config_hash(skipping) != config_hash(default)
 
 
 def test_hash_is_stable_across_processes_and_key_order(alfworld_raw):
