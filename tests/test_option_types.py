@@ -16,21 +16,22 @@ REPO = Path(__file__).resolve().parents[1]
 # (config_hash, a digest of the whole to_dict: every flat name, default and value, the hash-excluded
 # ones too), computed on main before the sections were derived from the option types; smollm2_coin11.py's
 # again after its warm start went to batches of 4 rows and its evaluation to 32 + 16 tasks after the last
-# iteration only (docs/results/llm-credit.md, "Amendment" and "Amendment 2")
+# iteration only (docs/results/llm-credit.md, "Amendment" and "Amendment 2"); every whole digest again
+# after sft.skip_repeated_prompts was added (a new flat name at its default: the config hashes stayed)
 SHIPPED = """
-alfworld.py 005b2ab242c0c614 453d0f9f5d1d4917
-base.py a679d59481edae61 eec5ee680f2407e3
-demo.py 209640ceb45ba4f7 eb32f62bacec6e62
-webshop.py 1c842d95882e1038 bf5a47a951115d27
-smollm2_coin11.py 02c1c2c56e752de0 7502ad3c383d01c1
-smollm2_twx.py ad693b66614d8b86 e521760b225b60e4
-twx.py:twc eddf22dfa89fbcc5 a743cc9bd9e1ead3
-twx.py:cookingworld 5a036c837d84b2d0 22dff5dd09ac45bc
-twx.py:coin 86ba92966418606a bdab61e41c2fd79f
-twx.py:mapreader 4948dc2934ffa490 1d3c29006a14a2eb
+alfworld.py 005b2ab242c0c614 019bc83899f256cb
+base.py a679d59481edae61 d4aacbe6db47f479
+demo.py 209640ceb45ba4f7 5b3a2760e4e0cb57
+webshop.py 1c842d95882e1038 f5139b2ec4564860
+smollm2_coin11.py 02c1c2c56e752de0 446c9042eb80aeb5
+smollm2_twx.py ad693b66614d8b86 b3ce8261eb64ec2e
+twx.py:twc eddf22dfa89fbcc5 eb573d3be1844535
+twx.py:cookingworld 5a036c837d84b2d0 6da9b2940ac688eb
+twx.py:coin 86ba92966418606a f4f8ee9b4374e05f
+twx.py:mapreader 4948dc2934ffa490 ec09af661c684ac6
 """
 SHIPPED_HASHES = {spec: (pinned, whole) for spec, pinned, whole in map(str.split, SHIPPED.split("\n")[1:-1])}
-DEFAULTS = ("3592a0bbe3ca8dd0", "d46d67fdaf93c8a5")  # load_config({})
+DEFAULTS = ("3592a0bbe3ca8dd0", "2473e024ec0e2384")  # load_config({})
 # experiments/sweeps/ablation.py's variants on alfworld.py (seed 0)
 ABLATION = """
 milegpo-seed0 3512f513b3f75a6b
