@@ -81,11 +81,11 @@ def config_identity(config: TrainConfig) -> dict[str, Any]:
     return data
 
 
-def _drop_unset(data: dict[str, Any], sections: tuple[str, ...] | None = None) -> None:
-    """Removes the ``HASHED_WHEN_SET`` options (of ``sections``; all when None) that are at their defaults."""
+def _drop_unset(data: dict[str, Any]) -> None:
+    """Removes the ``HASHED_WHEN_SET`` options that are at their defaults from ``to_dict``'s ``data``."""
     for path, default in HASHED_WHEN_SET.items():
         section, leaf = path.split(".")
-        if (sections is None or section in sections) and data[section][leaf] == default:
+        if data[section][leaf] == default:
             data[section].pop(leaf)
 
 
@@ -101,7 +101,7 @@ def warm_start_inputs(config: TrainConfig) -> dict[str, Any]:
     seed): its record (``train.warm_start``), which a run's config must match before the first
     checkpoint."""
     data = to_dict(config)
-    _drop_unset(data, ("sft",))  # warm starts built before an SFT option existed stay valid
+    _drop_unset(data)  # warm starts built before an SFT option existed stay valid
     env = data["env"]
     # remat and scan_layers change how the model runs, not what it computes: a warm start serves both
     model = {key: value for key, value in data["model"].items() if key not in ("remat", "scan_layers")}
