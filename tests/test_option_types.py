@@ -17,13 +17,15 @@ REPO = Path(__file__).resolve().parents[1]
 # ones too), computed on main before the sections were derived from the option types; smollm2_coin11.py's
 # again after its warm start went to batches of 4 rows and its evaluation to 32 + 16 tasks after the last
 # iteration only (docs/results/llm-credit.md, "Amendment" and "Amendment 2"); every whole digest again
-# after sft.skip_repeated_prompts was added (a new flat name at its default: the config hashes stayed)
+# after sft.skip_repeated_prompts was added (a new flat name at its default: the config hashes stayed);
+# smollm2_twc2.py added later (the study's recipe since "Amendment 3")
 SHIPPED = """
 alfworld.py 005b2ab242c0c614 019bc83899f256cb
 base.py a679d59481edae61 d4aacbe6db47f479
 demo.py 209640ceb45ba4f7 5b3a2760e4e0cb57
 webshop.py 1c842d95882e1038 f5139b2ec4564860
 smollm2_coin11.py 02c1c2c56e752de0 446c9042eb80aeb5
+smollm2_twc2.py d13831ea6bea6e66 8558bab6afd914e7
 smollm2_twx.py ad693b66614d8b86 b3ce8261eb64ec2e
 twx.py:twc eddf22dfa89fbcc5 eb573d3be1844535
 twx.py:cookingworld 5a036c837d84b2d0 6da9b2940ac688eb

@@ -1,17 +1,18 @@
 """The credit study's design (pure): arms, seeds, what each run is and which runs remain
-(docs/results/llm-credit.md, "Design", fixed before the first counted run).
+(docs/results/llm-credit.md, "Design", fixed before the first counted run, and its amendments).
 
-An arm is a credit estimator; everything else is the recipe's (experiments/configs/smollm2_coin11.py),
-identical for every arm: iterations, groups, rollouts, tokens, learning rate. A seed fixes the warm
-start (computed once, shared by every arm of the seed), the training task draws and the sampler's
-streams, so arms of one seed are paired. The held-out list is the same for every run.
+An arm is a credit estimator; everything else is the recipe's (experiments/configs/smollm2_twc2.py since
+"Amendment 3"; the coin recipe's records stay in docs/results/llm-credit-coin11/), identical for every
+arm: iterations, groups, rollouts, tokens, learning rate. A seed fixes the warm start (computed once,
+shared by every arm of the seed), the training task draws and the sampler's streams, so arms of one seed
+are paired. The held-out list is the same for every run.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-RECIPE = "experiments/configs/smollm2_coin11.py"
+RECIPE = "experiments/configs/smollm2_twc2.py"
 ARMS: dict[str, dict[str, str]] = {  # arm -> config overrides (the credit section only)
     "grpo": {"credit.estimator": "grpo", "credit.stage": "None"},
     "gigpo": {"credit.estimator": "gigpo", "credit.stage": "None"},

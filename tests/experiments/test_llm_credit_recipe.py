@@ -1,9 +1,10 @@
-"""The long-horizon recipe (experiments/configs/smollm2_coin11.py: coin with 11 rooms, a 15-step cap,
-one history pair, evaluation sampled and greedy on fixed task lists) run by the credit study's
-harness in miniature: a tiny random model with a word tokenizer in place of SmolLM2, one seed, one
-arm, one iteration. The warm start is evaluated once and recorded with one outcome per task; the arm
-starts from the same weights (hard links) and its record holds each evaluation's per-task outcomes,
-sampled and greedy, in the task order; summarize rebuilds the tables from the records."""
+"""The study's recipe (experiments/configs/smollm2_twc2.py: TWC with 2 items, a 15-step cap, no history,
+a warm start without the expert's repeated opening, evaluation sampled and greedy on fixed task lists)
+run by the credit study's harness in miniature: a tiny random model with a word tokenizer in place of
+SmolLM2, one seed, one arm, one iteration. The warm start is evaluated once and recorded with one
+outcome per task; the arm starts from the same weights (hard links) and its record holds each
+evaluation's per-task outcomes, sampled and greedy, in the task order; summarize rebuilds the tables
+from the records."""
 
 from __future__ import annotations
 
