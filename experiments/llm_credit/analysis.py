@@ -1,8 +1,10 @@
 """From the trainer's metrics to the study's records, and from the records to every table (pure).
 
 Held-out outcomes pair by (run seed, eval seed, task): the arms of a run seed start from one warm
-start and play one fixed task list, so a task's outcome under one arm is paired with its outcome
-under another, and with the warm start's (docs/results/llm-credit.md, "Analysis").
+start recipe and play one fixed task list, so a task's outcome under one arm is paired with its
+outcome under another, and with the warm start's. A seed's warm start built on machines with other
+instruction sets differs in its last bits: each build is evaluated once, a run pairs with the build
+it started from, and the warm-start row pools a seed's builds (docs/results/llm-credit.md, "Analysis").
 """
 
 from __future__ import annotations
@@ -88,16 +90,36 @@ def _rate(lists: Mapping[int, Sequence]) -> dict[str, Any]:
             "per_seed": {s: (sum(o for o in seq if o) / max(1, sum(o is not None for o in seq))) for s, seq in lists.items()}}
 
 
-def summary(warm: Mapping[int, Mapping], runs: Mapping[tuple[str, int], Mapping], arms: Sequence[str],
+def _warm_by_seed(builds: Mapping[str, Mapping]) -> dict[int, dict[str, list]]:
+    """Each seed's warm-start outcomes, its builds' lists one after the other (in digest order)."""
+    pooled: dict[int, dict[str, list]] = {}
+    for digest in sorted(builds):
+        for name, outcomes in outcome_lists(builds[digest]["evaluation"]).items():
+            pooled.setdefault(builds[digest]["seed"], {}).setdefault(name, []).extend(outcomes)
+    return pooled
+
+
+def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mapping], arms: Sequence[str],
             references: Sequence[str]) -> dict[str, Any]:
-    """Every table of the results page, from the records alone."""
-    warm_lists = {seed: outcome_lists(rec["evaluation"]) for seed, rec in warm.items()}
+    """Every table of the results page, from the records alone: ``builds`` are the warm-start records
+    by weights digest, ``runs`` the run records by (arm, seed)."""
+    for (arm, seed), record in runs.items():
+        build = builds.get(record["warm_start_sha256"])
+        if build is None or build["seed"] != seed:
+            raise ValueError(f"{arm} seed {seed} started from warm start {record['warm_start_sha256'][:12]}, "
+                             f"which has no record of seed {seed}")
+    warm_lists = _warm_by_seed(builds)
     last = {key: outcome_lists(rec["evaluations"][-1]) for key, rec in runs.items() if rec["evaluations"]}
     names = sorted({name for lists in [*warm_lists.values(), *last.values()] for name in lists})
 
     def by_seed(arm: str | None, name: str) -> dict[int, list]:
         source = warm_lists if arm is None else {s: last[(a, s)] for a, s in last if a == arm}
         return {seed: lists[name] for seed, lists in sorted(source.items()) if name in lists}
+
+    def own_warm(arm: str, name: str) -> dict[int, list]:
+        """The warm-start outcomes each of ``arm``'s runs pairs with: those of the build it started from."""
+        mine = {s: outcome_lists(builds[r["warm_start_sha256"]]["evaluation"]) for (a, s), r in runs.items() if a == arm}
+        return {seed: lists[name] for seed, lists in sorted(mine.items()) if name in lists}
 
     out: dict[str, Any] = {"arms": list(arms), "lists": names, "heldout": {}, "improvement": {}, "paired": {},
                            "auc": {}, "auc_paired": {}, "diagnostics": {}, "cost": {}, "curves": {}}
@@ -108,13 +130,14 @@ def summary(warm: Mapping[int, Mapping], runs: Mapping[tuple[str, int], Mapping]
         if not mine:
             continue
         out["heldout"][arm] = {name: _rate(by_seed(arm, name)) for name in names}
-        out["improvement"][arm] = {name: compare(by_seed(None, name), by_seed(arm, name)) for name in names}
+        out["improvement"][arm] = {name: compare(own_warm(arm, name), by_seed(arm, name)) for name in names}
         values = list(auc[arm].values())
         out["auc"][arm] = dict(zip(("mean", "std"), mean_std(values))) | {"seeds": len(values)} if values else None
         out["diagnostics"][arm] = diagnostics_means([c for r in mine.values() for c in r["credit"]])
         peaks = [r["peak_rss_gb"] for r in mine.values() if r.get("peak_rss_gb") is not None]
         out["cost"][arm] = {"time_s_mean": sum(r["time_s"] for r in mine.values()) / len(mine),
-                            "peak_rss_gb_max": max(peaks) if peaks else None, "runs": len(mine)}
+                            "peak_rss_gb_max": max(peaks) if peaks else None, "runs": len(mine),
+                            "machines": sorted({r.get("machine") or "not recorded" for r in mine.values()})}
         curves = [r["training_success"] for r in mine.values()]
         width = min(len(c) for c in curves)
         out["curves"][arm] = [sum(c[i] for c in curves) / len(curves) for i in range(width)]

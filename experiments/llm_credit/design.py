@@ -51,10 +51,10 @@ def parse_seeds(text: str) -> tuple[int, ...]:
     return tuple(sorted(set(seeds)))
 
 
-def warm_overrides(seed: int, rebuild_only: bool) -> list[str]:
-    """The warm-start run: no RL iteration, the held-out evaluation of the warm start unless only
-    the weights are rebuilt (its record exists, its work directory does not)."""
-    return [f"run.seed={seed}", "run.iterations=0", f"run.eval_before_training={str(not rebuild_only).lower()}"]
+def warm_overrides(seed: int, evaluate: bool) -> list[str]:
+    """The warm-start run: no RL iteration; it builds the warm start, or (``evaluate``) plays the
+    held-out lists with the one already built in its work directory."""
+    return [f"run.seed={seed}", "run.iterations=0", f"run.eval_before_training={str(evaluate).lower()}"]
 
 
 def arm_overrides(arm: str, seed: int) -> list[str]:

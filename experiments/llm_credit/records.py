@@ -2,7 +2,8 @@
 and how they are read back with every field checked (docs/results/llm-credit.md, "Records").
 
     RESULTS/study.json                  the recipe and overrides every run shares (a rerun with others is refused)
-    RESULTS/warm/seed<S>.json           the seed's warm start: its held-out evaluation and weights digest
+    RESULTS/warm/seed<S>-<D>.json       a build of the seed's warm start (D: its weights digest's first 12
+                                        hex digits), its held-out evaluation and the machine that built it
     RESULTS/runs/<arm>-seed<S>/record.json   a finished run (its presence marks it finished)
     RESULTS/runs/<arm>-seed<S>/metrics.jsonl the trainer's log of that run, as it wrote it
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import shutil
 from pathlib import Path
 from typing import Any
@@ -39,8 +41,39 @@ def read_json(path: Path) -> Any:
         raise RecordError(f"{path}: not a readable UTF-8 JSON file ({error})") from None
 
 
-def warm_path(results: Path, seed: int) -> Path:
-    return results / "warm" / f"seed{seed}.json"
+def warm_path(results: Path, seed: int, digest: str) -> Path:
+    return results / "warm" / f"seed{seed}-{digest[:12]}.json"
+
+
+def load_warm_builds(results: Path) -> dict[str, dict[str, Any]]:
+    """Every recorded warm-start build, by its full weights digest; a file whose name does not match
+    its record (seed, digest) is refused."""
+    builds = {}
+    for path in sorted((results / "warm").glob("seed*.json")):
+        record = load_warm(path)
+        if path != warm_path(results, record["seed"], record["warm_start_sha256"]):
+            raise RecordError(f"{path}: holds seed {record['seed']}'s build {record['warm_start_sha256'][:12]}, "
+                              "not what its name says")
+        builds[record["warm_start_sha256"]] = record
+    return builds
+
+
+def machine() -> str:
+    """The CPU that ran a build or a run: its model name and the widest vector extension XLA:CPU can
+    use. Another instruction set rounds sums differently (docs/reproducibility.md)."""
+    model, flags = "unknown CPU", set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name" and model == "unknown CPU":
+                model = value.strip()
+            elif key.strip() == "flags" and not flags:
+                flags = set(value.split())
+    except OSError:
+        pass
+    isa = next((name for flag, name in (("avx512f", "AVX-512"), ("avx2", "AVX2"), ("avx", "AVX")) if flag in flags),
+               platform.machine())
+    return f"{model} ({isa}, {os.cpu_count()} cores)"
 
 
 def run_dir(results: Path, arm: str, seed: int) -> Path:
@@ -69,7 +102,7 @@ def finished_runs(results: Path) -> set[tuple[str, int]]:
 
 
 RUN_FIELDS = {"arm": str, "seed": int, "training_success": list, "evaluations": list, "credit": list,
-              "time_s": (int, float), "peak_rss_gb": (int, float, type(None))}
+              "time_s": (int, float), "peak_rss_gb": (int, float, type(None)), "warm_start_sha256": str}
 WARM_FIELDS = {"seed": int, "evaluation": dict, "warm_start_sha256": str}
 EVALUATION_FIELDS = {"iteration": int, "figures": dict, "outcomes": dict}
 
@@ -107,8 +140,8 @@ def load_warm(path: Path) -> dict[str, Any]:
 
 
 def weights_digest(directory: Path) -> str:
-    """sha256 over the warm start's weight files (name and bytes, in name order): the arms of a seed
-    must start from these exact weights, also when a fresh checkout rebuilds them."""
+    """sha256 over the warm start's weight files (name and bytes, in name order): which build of a
+    seed's warm start a run started from, and which evaluation it pairs with."""
     digest = hashlib.sha256()
     files = sorted(directory.glob("*.safetensors"))
     if not files:

@@ -38,13 +38,14 @@ def markdown(summary: dict[str, Any]) -> str:
         for label, by_list in table.items():
             lines.append(f"| {label} | " + " | ".join(_comparison(by_list.get(name)) for name in lists) + " |")
     lines += ["", "## Training success and cost", "",
-              "| arm | AUC (mean ± s.d. over seeds) | zero-advantage share | pooled tie-correction rate | iteration time per run (s) | peak RSS (GB) |",
-              "|---|---|---|---|---|---|"]
+              "| arm | AUC (mean ± s.d. over seeds) | zero-advantage share | pooled tie-correction rate | iteration time per run (s) | peak RSS (GB) | machines |",
+              "|---|---|---|---|---|---|---|"]
     for arm in summary["auc"]:
         auc, diag, cost = summary["auc"][arm], summary["diagnostics"][arm], summary["cost"][arm]
         auc_text = f"{_f(auc['mean'])} ± {_f(auc['std'])} ({auc['seeds']})" if auc else "—"
         lines.append(f"| {arm} | {auc_text} | {_f(diag.get('zero_advantage_fraction'))} | "
-                     f"{_f(diag.get('pooled_tie_correction_rate'))} | {cost['time_s_mean']:.0f} | {_f(cost['peak_rss_gb_max'], 1)} |")
+                     f"{_f(diag.get('pooled_tie_correction_rate'))} | {cost['time_s_mean']:.0f} | {_f(cost['peak_rss_gb_max'], 1)} | "
+                     f"{'; '.join(cost['machines'])} |")
     if summary["auc_paired"]:
         lines += ["", "| AUC difference | mean [95 % t interval over seeds] |", "|---|---|"]
         for label, entry in summary["auc_paired"].items():

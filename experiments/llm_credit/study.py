@@ -8,8 +8,11 @@ and every arm's run starts from a hard-linked copy of it; each arm run is its ow
 ``python -m experiments.train`` process in ``WORK/<arm>-seed<S>`` (orbax checkpoints: a killed run
 resumes where it stopped), so its peak memory is its own. A finished run's record goes to RESULTS
 (commit it); a later invocation, on this machine or a fresh checkout, skips every run that has one.
-On a fresh checkout the warm start of a seed whose record exists is rebuilt without re-evaluating it,
-and its weights must hash to the recorded digest. ``--max-runs`` stops after that many arm runs.
+On a fresh checkout each seed's warm start is rebuilt first; a build whose weights digest has a record
+is not evaluated again. A machine with another instruction set builds other bits (XLA:CPU rounds sums
+differently there), so a seed can have several recorded builds, each evaluated once, and every run
+records the build it started from and pairs with that build's evaluation. ``--max-runs`` stops after
+that many arm runs.
 Bad input is one line naming the flag, exit 2, with nothing written. docs/results/llm-credit.md.
 """
 
@@ -83,30 +86,36 @@ def _metrics(workdir: Path) -> list[dict]:
     return read_metrics(workdir / "metrics.jsonl")
 
 
-def ensure_warm(args, overrides: list[str], seed: int) -> Path:
-    """The seed's warm start in WORK, built (and, without a record, evaluated and recorded) once."""
+def ensure_warm(args, overrides: list[str], seed: int) -> tuple[Path, str]:
+    """The seed's warm start in WORK and its weights digest: built once on this machine, then evaluated
+    and recorded unless a record of this build exists (``RESULTS/warm/seed<S>-<digest>.json``)."""
     workdir = Path(args.work) / f"warm-seed{seed}"
-    record_path = records.warm_path(Path(args.results), seed)
-    recorded = record_path.exists()
-    if recorded and (workdir / WARM_DIR / "warm_start_inputs.json").exists():
-        return workdir / WARM_DIR
-    status, peak, wall = _train(args, [*overrides, *design.warm_overrides(seed, rebuild_only=recorded)], workdir)
-    if status != 0:
-        raise RuntimeError(f"the warm start of seed {seed} failed (exit status {status}); see its output above")
+    results = Path(args.results)
+    walls, peaks = [], []
+    if not (workdir / WARM_DIR / "warm_start_inputs.json").exists():
+        status, peak, wall = _train(args, [*overrides, *design.warm_overrides(seed, evaluate=False)], workdir)
+        if status != 0:
+            raise RuntimeError(f"the warm start of seed {seed} failed (exit status {status}); see its output above")
+        walls.append(wall)
+        peaks.append(peak)
     digest = records.weights_digest(workdir / WARM_DIR)
-    if recorded:
-        expected = records.load_warm(record_path)["warm_start_sha256"]
-        if digest != expected:
-            raise RuntimeError(f"seed {seed}: the rebuilt warm start's weights differ from {record_path}'s "
-                               f"({digest[:12]} != {expected[:12]}); its arms would not share one warm start")
-    else:
-        [evaluation] = analysis.evaluations(_metrics(workdir))
-        records.write_json(record_path, {"seed": seed, "evaluation": evaluation, "warm_start_sha256": digest,
-                                         "wall_s": round(wall, 1), "peak_rss_gb": peak})
-    return workdir / WARM_DIR
+    record_path = records.warm_path(results, seed, digest)
+    if record_path.exists():
+        return workdir / WARM_DIR, digest
+    status, peak, wall = _train(args, [*overrides, *design.warm_overrides(seed, evaluate=True)], workdir)
+    if status != 0:
+        raise RuntimeError(f"the evaluation of seed {seed}'s warm start failed (exit status {status}); rerun to retry it")
+    walls.append(wall)
+    peaks.append(peak)
+    evaluation = analysis.evaluations(_metrics(workdir))[-1]  # a retried evaluation logs again: the last
+    known = [p for p in peaks if p is not None]
+    records.write_json(record_path, {"seed": seed, "evaluation": evaluation, "warm_start_sha256": digest,
+                                     "machine": records.machine(), "wall_s": round(sum(walls), 1),
+                                     "peak_rss_gb": max(known) if known else None})
+    return workdir / WARM_DIR, digest
 
 
-def run_arm(args, overrides: list[str], arm: str, seed: int, warm: Path) -> dict:
+def run_arm(args, overrides: list[str], arm: str, seed: int, warm: Path, digest: str) -> dict:
     workdir = Path(args.work) / f"{arm}-seed{seed}"
     workdir.mkdir(parents=True, exist_ok=True)
     if not (workdir / WARM_DIR / "warm_start_inputs.json").exists():
@@ -115,7 +124,8 @@ def run_arm(args, overrides: list[str], arm: str, seed: int, warm: Path) -> dict
     if status != 0:
         raise RuntimeError(f"{arm} seed {seed} failed (exit status {status}); rerun to resume it")
     record = analysis.run_record(_metrics(workdir), arm=arm, seed=seed)
-    record.update(peak_rss_gb=peak, wall_s_last_piece=round(wall, 1))
+    record.update(peak_rss_gb=peak, wall_s_last_piece=round(wall, 1), warm_start_sha256=digest,
+                  machine=records.machine())
     records.write_run(Path(args.results), record, workdir / "metrics.jsonl")
     return record
 
@@ -136,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     finished = []
     try:
         for arm, seed in todo:
-            warm = ensure_warm(args, overrides, seed)
-            record = run_arm(args, overrides, arm, seed, warm)
+            warm, digest = ensure_warm(args, overrides, seed)
+            record = run_arm(args, overrides, arm, seed, warm, digest)
             finished.append(f"{arm}-seed{seed}")
             print(json.dumps({"job": "llm-credit-run", "arm": arm, "seed": seed, "time_s": record["time_s"],
                               "peak_rss_gb": record["peak_rss_gb"]}), flush=True)

@@ -21,10 +21,8 @@ DEFAULT_RESULTS = "docs/results/llm-credit"
 
 
 def load(results: Path) -> tuple[dict, dict]:
-    warm = {}
-    for path in sorted((results / "warm").glob("seed*.json")):
-        record = records.load_warm(path)
-        warm[record["seed"]] = record
+    """The warm-start builds by weights digest and the finished runs by (arm, seed)."""
+    builds = records.load_warm_builds(results)
     runs = {}
     for arm, seed in sorted(records.finished_runs(results)):
         path = records.run_dir(results, arm, seed) / "record.json"
@@ -32,7 +30,7 @@ def load(results: Path) -> tuple[dict, dict]:
         if (record["arm"], record["seed"]) != (arm, seed):
             raise records.RecordError(f"{path}: names {record['arm']} seed {record['seed']}, not its directory's")
         runs[(arm, seed)] = record
-    return warm, runs
+    return builds, runs
 
 
 def curves_png(summary: dict) -> bytes:
@@ -64,11 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not results.is_dir():
             raise records.RecordError(f"{results}: not a directory")
-        warm, runs = load(results)
-        if not warm and not runs:
+        builds, runs = load(results)
+        if not builds and not runs:
             raise records.RecordError(f"{results}: holds no record (warm/seed*.json, runs/*/record.json)")
         arms = [arm for arm in ARMS if any(a == arm for a, _ in runs)]
-        summary = analysis.summary(warm, runs, arms, REFERENCES)
+        summary = analysis.summary(builds, runs, arms, REFERENCES)
         if out.exists() and not out.is_dir():
             raise records.RecordError(f"--out {out}: not a directory")
     except (records.RecordError, ValueError) as error:
@@ -82,6 +80,6 @@ def main(argv: list[str] | None = None) -> int:
         tmp = out / f".{name}.tmp-{os.getpid()}"
         tmp.write_bytes(data)
         os.replace(tmp, out / name)
-    print(json.dumps({"job": "llm-credit-summarize", "arms": arms, "runs": len(runs), "warm_starts": len(warm),
+    print(json.dumps({"job": "llm-credit-summarize", "arms": arms, "runs": len(runs), "warm_starts": len(builds),
                       "out": str(out)}))
     return 0

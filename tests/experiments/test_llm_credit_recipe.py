@@ -38,7 +38,8 @@ def test_the_study_runs_the_recipe_in_miniature(tmp_path):
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     assert json.loads(proc.stdout.strip().splitlines()[-1])["finished"] == ["gigpo-seed0"]
 
-    warm = json.loads((results / "warm" / "seed0.json").read_text())
+    [warm_path] = (results / "warm").glob("seed0-*.json")  # one build, named by its weights digest
+    warm = json.loads(warm_path.read_text())
     lists = {"eval_id": 3, "eval_ood": 1}
     expected = {f"outcomes/{mode}{split}/seed123": n for split, n in lists.items() for mode in ("", "greedy/")}
     assert {k: len(v) for k, v in warm["evaluation"]["outcomes"].items()} == expected
@@ -48,6 +49,7 @@ def test_the_study_runs_the_recipe_in_miniature(tmp_path):
 
     record = json.loads((results / "runs" / "gigpo-seed0" / "record.json").read_text())
     assert len(record["training_success"]) == 1 and record["peak_rss_gb"] > 0
+    assert record["warm_start_sha256"] == warm["warm_start_sha256"] and warm_path.name == f"seed0-{record['warm_start_sha256'][:12]}.json"
     [evaluation] = record["evaluations"]  # the arm does not evaluate the warm start again
     assert evaluation["iteration"] == 1
     assert {k: len(v) for k, v in evaluation["outcomes"].items()} == expected

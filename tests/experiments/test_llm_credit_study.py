@@ -1,7 +1,8 @@
 """The credit study's harness (experiments/llm_credit/study.py) with a stand-in for the training
 process: which runs it starts, that a seed's warm start is built once and shared by hard links, that a
 rerun resumes from the committed records (also on a fresh checkout, where the warm start is rebuilt
-and must hash to its record), and that bad input writes nothing."""
+and evaluated again only if its bits differ from every recorded build), and that bad input writes
+nothing."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.llm_credit import study
+from experiments.llm_credit import records, study
 
 TINY = ["--config.model.hf_checkpoint=None", "--config.model.architecture.hidden_size=32",
         "--config.model.architecture.num_layers=1", "--config.optim.trainable_layers=0"]
@@ -30,13 +31,18 @@ class FakeTrainer:
         outcomes = {"outcomes/eval_id/seed123": "01" if seed else "00"}
         lines = []
         if iterations == 0:
+            evaluate = values["run.eval_before_training"] == "true"
             self.calls.append(("warm", seed, values["run.eval_before_training"]))
             warm = workdir / "warm_start"
-            warm.mkdir(exist_ok=True)
-            (warm / "model.safetensors").write_bytes(self.weights + bytes([seed]))
-            (warm / "warm_start_inputs.json").write_text("{}")
-            if values["run.eval_before_training"] == "true":
-                lines.append({"iteration": 0, "eval/eval_id/success_rate": 0.5 * seed, **outcomes})
+            if evaluate:  # plays the warm start the first pass built
+                assert (warm / "warm_start_inputs.json").exists()
+                other = self.weights != b"weights"
+                lines.append({"iteration": 0, "eval/eval_id/success_rate": 0.5 * seed,
+                              "outcomes/eval_id/seed123": "10" if other and not seed else outcomes["outcomes/eval_id/seed123"]})
+            else:
+                warm.mkdir(exist_ok=True)
+                (warm / "model.safetensors").write_bytes(self.weights + bytes([seed]))
+                (warm / "warm_start_inputs.json").write_text("{}")
         else:
             self.calls.append((values["credit.estimator"], seed))
             assert (workdir / "warm_start" / "model.safetensors").read_bytes() == self.weights + bytes([seed])
@@ -57,7 +63,8 @@ def test_runs_piecewise_and_resumes_from_the_records(monkeypatch, tmp_path, caps
     fake = FakeTrainer()
     assert _run(monkeypatch, tmp_path, fake, "--arms", "grpo,gigpo", "--seeds", "0-1", "--max-runs", "3") == 0
     # seed by seed, each warm start built and evaluated once before its first arm
-    assert fake.calls == [("warm", 0, "true"), ("grpo", 0), ("gigpo", 0), ("warm", 1, "true"), ("grpo", 1)]
+    assert fake.calls == [("warm", 0, "false"), ("warm", 0, "true"), ("grpo", 0), ("gigpo", 0),
+                          ("warm", 1, "false"), ("warm", 1, "true"), ("grpo", 1)]
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert summary["left"] == ["gigpo-seed1"]
     work, results = tmp_path / "work", tmp_path / "results"
@@ -67,8 +74,11 @@ def test_runs_piecewise_and_resumes_from_the_records(monkeypatch, tmp_path, caps
     assert record["training_success"] == [0.25, 0.75] and record["time_s"] == 5.0 and record["peak_rss_gb"] == 1.5
     assert record["evaluations"] == [{"iteration": 2, "figures": {"eval/eval_id/success_rate": 1.0},
                                       "outcomes": {"outcomes/eval_id/seed123": "11"}}]
-    warm = json.loads((results / "warm" / "seed1.json").read_text())
-    assert warm["evaluation"]["outcomes"] == {"outcomes/eval_id/seed123": "01"}
+    digest = records.weights_digest(work / "warm-seed1" / "warm_start")
+    assert record["warm_start_sha256"] == digest and "cores" in record["machine"]
+    warm_path = results / "warm" / f"seed1-{digest[:12]}.json"
+    warm = json.loads(warm_path.read_text())
+    assert warm["evaluation"]["outcomes"] == {"outcomes/eval_id/seed123": "01"} and warm["machine"] == record["machine"]
 
     fake.calls.clear()  # the same command again: only the missing run
     assert _run(monkeypatch, tmp_path, fake, "--arms", "grpo,gigpo", "--seeds", "0-1") == 0
@@ -81,19 +91,38 @@ def test_runs_piecewise_and_resumes_from_the_records(monkeypatch, tmp_path, caps
     fake.calls.clear()
     assert _run(monkeypatch, tmp_path, fake, "--arms", "grpo,gigpo,milegpo", "--seeds", "0-1") == 0
     assert fake.calls == [("warm", 0, "false"), ("milegpo", 0), ("warm", 1, "false"), ("milegpo", 1)]
-    assert json.loads((results / "warm" / "seed1.json").read_text()) == warm  # the record stays as it was
+    assert json.loads(warm_path.read_text()) == warm  # the record stays as it was
+    assert len(list((results / "warm").iterdir())) == 2
 
 
-def test_a_rebuilt_warm_start_must_match_its_record(monkeypatch, tmp_path, capsys):
+def test_a_build_with_other_bits_is_evaluated_once_and_paired_with_its_runs(monkeypatch, tmp_path, capsys):
+    """Another machine type rebuilds seed 0's warm start with other bits: that build is evaluated and
+    recorded beside the first, and the run started from it names it."""
+    from experiments.llm_credit import summarize
+
     assert _run(monkeypatch, tmp_path, FakeTrainer(), "--arms", "grpo", "--seeds", "0") == 0
     import shutil
 
     shutil.rmtree(tmp_path / "work")
     other = FakeTrainer(weights=b"other weights")
-    assert _run(monkeypatch, tmp_path, other, "--arms", "grpo,gigpo", "--seeds", "0") == 1
-    assert "differ" in capsys.readouterr().err
-    assert other.calls == [("warm", 0, "false")]  # no arm started from the other weights
-    assert not (tmp_path / "results" / "runs" / "gigpo-seed0").exists()
+    assert _run(monkeypatch, tmp_path, other, "--arms", "grpo,gigpo", "--seeds", "0") == 0
+    assert other.calls == [("warm", 0, "false"), ("warm", 0, "true"), ("gigpo", 0)]
+    results = tmp_path / "results"
+    builds = records.load_warm_builds(results)
+    digest = records.weights_digest(tmp_path / "work" / "warm-seed0" / "warm_start")
+    assert len(builds) == 2 and builds[digest]["evaluation"]["outcomes"] == {"outcomes/eval_id/seed123": "10"}
+    runs = {arm: json.loads((results / "runs" / f"{arm}-seed0" / "record.json").read_text()) for arm in ("grpo", "gigpo")}
+    assert runs["gigpo"]["warm_start_sha256"] == digest != runs["grpo"]["warm_start_sha256"] in builds
+
+    other.calls.clear()  # the same machine again: the build is recorded, nothing is evaluated twice
+    assert _run(monkeypatch, tmp_path, other, "--arms", "grpo,gigpo", "--seeds", "0") == 0
+    assert other.calls == []
+    capsys.readouterr()
+    assert summarize.main([str(results)]) == 0
+    summary = json.loads((results / "summary.json").read_text())
+    # gigpo (11) against its build (10): +1 of 2 tasks; grpo (11) against the first build (00): +2
+    assert summary["improvement"]["gigpo"]["eval_id"]["per_seed"] == [0.5]
+    assert summary["improvement"]["grpo"]["eval_id"]["per_seed"] == [1.0]
 
 
 @pytest.mark.parametrize("flags, flag", [

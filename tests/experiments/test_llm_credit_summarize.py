@@ -15,6 +15,7 @@ from experiments.llm_credit.summarize import main
 WARM = {0: "0000", 1: "1000"}
 RUNS = {("grpo", 0): "1000", ("grpo", 1): "1000", ("milegpo", 0): "1110", ("milegpo", 1): "1101"}
 CURVES = {"grpo": [0.0, 0.5], "milegpo": [0.5, 1.0]}
+DIGEST = {0: "a0" * 32, 1: "b1" * 32}
 
 
 def _evaluation(iteration: int, outcomes: str) -> dict:
@@ -24,8 +25,8 @@ def _evaluation(iteration: int, outcomes: str) -> dict:
 
 def _fabricate(results: Path) -> None:
     for seed, outcomes in WARM.items():
-        records.write_json(records.warm_path(results, seed),
-                           {"seed": seed, "evaluation": _evaluation(0, outcomes), "warm_start_sha256": "ab"})
+        records.write_json(records.warm_path(results, seed, DIGEST[seed]),
+                           {"seed": seed, "evaluation": _evaluation(0, outcomes), "warm_start_sha256": DIGEST[seed]})
     for (arm, seed), outcomes in RUNS.items():
         directory = records.run_dir(results, arm, seed)
         directory.mkdir(parents=True)
@@ -34,7 +35,8 @@ def _fabricate(results: Path) -> None:
                    "credit/tie_correction_rate": 0.5, "credit/opposite_outcome_tied_pairs": 2 + seed}]
         records.write_json(directory / "record.json", {
             "arm": arm, "seed": seed, "training_success": CURVES[arm], "evaluations": [_evaluation(2, outcomes)],
-            "credit": credit, "time_s": 100.0 + seed, "peak_rss_gb": 9.0 + seed})
+            "credit": credit, "time_s": 100.0 + seed, "peak_rss_gb": 9.0 + seed, "warm_start_sha256": DIGEST[seed],
+            "machine": "EPYC (AVX2, 2 cores)"})
 
 
 def test_tables_from_fabricated_records(tmp_path):
@@ -57,10 +59,37 @@ def test_tables_from_fabricated_records(tmp_path):
     assert summary["auc"]["grpo"]["mean"] == 0.25 and summary["auc"]["milegpo"]["mean"] == 0.75
     assert summary["auc_paired"]["milegpo - grpo"]["mean"] == 0.5
     assert summary["diagnostics"]["milegpo"]["zero_advantage_fraction"] == 0.25
-    assert summary["cost"]["grpo"] == {"time_s_mean": 100.5, "peak_rss_gb_max": 10.0, "runs": 2}
+    assert summary["cost"]["grpo"] == {"time_s_mean": 100.5, "peak_rss_gb_max": 10.0, "runs": 2,
+                                       "machines": ["EPYC (AVX2, 2 cores)"]}
     assert "gigpo" not in summary["heldout"] and summary["paired"].keys() == {"milegpo - grpo"}
     text = (results / "summary.md").read_text()
     assert "| milegpo - grpo | +0.500" in text and (results / "curves.png").stat().st_size > 0
+
+
+def test_a_run_pairs_with_the_build_it_started_from(tmp_path):
+    """Seed 0's warm start built again on another machine (other bits, other outcomes): the warm-start
+    row pools both builds, and each run's improvement pairs with its own build."""
+    results = tmp_path / "results"
+    _fabricate(results)
+    other = "c2" * 32
+    records.write_json(records.warm_path(results, 0, other),
+                       {"seed": 0, "evaluation": _evaluation(0, "1100"), "warm_start_sha256": other})
+    path = records.run_dir(results, "milegpo", 0) / "record.json"
+    records.write_json(path, {**json.loads(path.read_text()), "warm_start_sha256": other})
+    assert main([str(results)]) == 0
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["heldout"]["warm start"]["eval_id"]["success"] == 3 / 12  # 0000 and 1100 (seed 0), 1000
+    # milegpo seed 0: 1110 against its build's 1100 (+1 task), not against 0000 (+3)
+    assert summary["improvement"]["milegpo"]["eval_id"]["per_seed"] == [0.25, 0.5]
+    assert summary["improvement"]["grpo"]["eval_id"]["per_seed"] == [0.25, 0.0]  # still against 0000
+    # a run whose build has no record, or a record filed under another build's name: one line, exit 2
+    records.write_json(path, {**json.loads(path.read_text()), "warm_start_sha256": "d3" * 32})
+    assert main([str(results), "--out", str(tmp_path / "out")]) == 2
+    records.write_json(path, {**json.loads(path.read_text()), "warm_start_sha256": other})
+    misnamed = records.warm_path(results, 1, other)
+    records.write_json(misnamed, json.loads(records.warm_path(results, 0, other).read_text()))
+    assert main([str(results), "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
 
 
 @pytest.mark.parametrize("damage", ["not json", "no arm", "bad outcomes"])
