@@ -90,11 +90,11 @@ def _rate(lists: Mapping[int, Sequence]) -> dict[str, Any]:
             "per_seed": {s: (sum(o for o in seq if o) / max(1, sum(o is not None for o in seq))) for s, seq in lists.items()}}
 
 
-def _warm_by_seed(builds: Mapping[str, Mapping]) -> dict[int, dict[str, list]]:
+def _warm_by_seed(builds: Mapping[str, Mapping], build_lists: Mapping[str, Mapping[str, list]]) -> dict[int, dict[str, list]]:
     """Each seed's warm-start outcomes, its builds' lists one after the other (in digest order)."""
     pooled: dict[int, dict[str, list]] = {}
     for digest in sorted(builds):
-        for name, outcomes in outcome_lists(builds[digest]["evaluation"]).items():
+        for name, outcomes in build_lists[digest].items():
             pooled.setdefault(builds[digest]["seed"], {}).setdefault(name, []).extend(outcomes)
     return pooled
 
@@ -108,7 +108,8 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
         if build is None or build["seed"] != seed:
             raise ValueError(f"{arm} seed {seed} started from warm start {record['warm_start_sha256'][:12]}, "
                              f"which has no record of seed {seed}")
-    warm_lists = _warm_by_seed(builds)
+    build_lists = {digest: outcome_lists(record["evaluation"]) for digest, record in builds.items()}
+    warm_lists = _warm_by_seed(builds, build_lists)
     last = {key: outcome_lists(rec["evaluations"][-1]) for key, rec in runs.items() if rec["evaluations"]}
     names = sorted({name for lists in [*warm_lists.values(), *last.values()] for name in lists})
 
@@ -118,7 +119,7 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
 
     def own_warm(arm: str, name: str) -> dict[int, list]:
         """The warm-start outcomes each of ``arm``'s runs pairs with: those of the build it started from."""
-        mine = {s: outcome_lists(builds[r["warm_start_sha256"]]["evaluation"]) for (a, s), r in runs.items() if a == arm}
+        mine = {s: build_lists[r["warm_start_sha256"]] for (a, s), r in runs.items() if a == arm}
         return {seed: lists[name] for seed, lists in sorted(mine.items()) if name in lists}
 
     out: dict[str, Any] = {"arms": list(arms), "lists": names, "heldout": {}, "improvement": {}, "paired": {},

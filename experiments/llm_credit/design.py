@@ -3,9 +3,9 @@
 
 An arm is a credit estimator; everything else is the recipe's (experiments/configs/smollm2_twc2.py since
 "Amendment 3"; the coin recipe's records stay in docs/results/llm-credit-coin11/), identical for every
-arm: iterations, groups, rollouts, tokens, learning rate. A seed fixes the warm start (computed once,
-shared by every arm of the seed), the training task draws and the sampler's streams, so arms of one seed
-are paired. The held-out list is the same for every run.
+arm: iterations, groups, rollouts, tokens, learning rate. A seed fixes the warm start (computed once per
+machine type, "Amendment 4", and shared by every arm of the seed on it), the training task draws and the
+sampler's streams, so arms of one seed are paired. The held-out list is the same for every run.
 """
 
 from __future__ import annotations
