@@ -146,7 +146,8 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
         if reference not in out["heldout"]:
             continue
         for arm in arms:
-            if arm == reference or arm not in out["heldout"]:
+            # gigpo - grpo is reported once: not again as grpo - gigpo when gigpo is a reference too
+            if arm == reference or arm not in out["heldout"] or f"{reference} - {arm}" in out["paired"]:
                 continue
             label = f"{arm} - {reference}"
             out["paired"][label] = {name: compare(by_seed(reference, name), by_seed(arm, name)) for name in names}

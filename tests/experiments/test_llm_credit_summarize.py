@@ -14,7 +14,7 @@ from experiments.llm_credit.summarize import main
 # seed -> outcome strings on the 4 held-out tasks of eval_id
 WARM = {0: "0000", 1: "1000"}
 RUNS = {("grpo", 0): "1000", ("grpo", 1): "1000", ("milegpo", 0): "1110", ("milegpo", 1): "1101"}
-CURVES = {"grpo": [0.0, 0.5], "milegpo": [0.5, 1.0]}
+CURVES = {"grpo": [0.0, 0.5], "gigpo": [0.25, 0.5], "milegpo": [0.5, 1.0]}
 DIGEST = {0: "a0" * 32, 1: "b1" * 32}
 
 
@@ -23,11 +23,11 @@ def _evaluation(iteration: int, outcomes: str) -> dict:
             "outcomes": {"outcomes/eval_id/seed123": outcomes}}
 
 
-def _fabricate(results: Path) -> None:
+def _fabricate(results: Path, runs: dict = RUNS) -> None:
     for seed, outcomes in WARM.items():
         records.write_json(records.warm_path(results, seed, DIGEST[seed]),
                            {"seed": seed, "evaluation": _evaluation(0, outcomes), "warm_start_sha256": DIGEST[seed]})
-    for (arm, seed), outcomes in RUNS.items():
+    for (arm, seed), outcomes in runs.items():
         directory = records.run_dir(results, arm, seed)
         directory.mkdir(parents=True)
         (directory / "metrics.jsonl").write_text("")
@@ -64,6 +64,19 @@ def test_tables_from_fabricated_records(tmp_path):
     assert "gigpo" not in summary["heldout"] and summary["paired"].keys() == {"milegpo - grpo"}
     text = (results / "summary.md").read_text()
     assert "| milegpo - grpo | +0.500" in text and (results / "curves.png").stat().st_size > 0
+
+
+def test_each_pair_of_arms_once(tmp_path):
+    """GiGPO is both an arm and a reference: gigpo - grpo is reported, its mirror grpo - gigpo is not."""
+    results = tmp_path / "results"
+    _fabricate(results, RUNS | {("gigpo", 0): "1100", ("gigpo", 1): "1100"})
+    assert main([str(results)]) == 0
+    summary = json.loads((results / "summary.json").read_text())
+    assert summary["paired"].keys() == {"gigpo - grpo", "milegpo - grpo", "milegpo - gigpo"}
+    assert summary["auc_paired"].keys() == summary["paired"].keys()
+    pair = summary["paired"]["gigpo - grpo"]["eval_id"]  # seed 0 1100 vs 1000, seed 1 1100 vs 1000
+    assert (pair["mcnemar"]["b"], pair["mcnemar"]["c"]) == (0, 2)
+    assert "| grpo - gigpo |" not in (results / "summary.md").read_text()
 
 
 def test_a_run_pairs_with_the_build_it_started_from(tmp_path):
