@@ -154,3 +154,26 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
             common = sorted(set(auc[arm]) & set(auc[reference]))
             out["auc_paired"][label] = paired_interval([auc[arm][s] - auc[reference][s] for s in common]) | {"seeds": len(common)} if common else None
     return out
+
+
+def verdicts(summary_: Mapping[str, Any], comparisons: Sequence[str], list_name: str, alpha: float,
+             planned_seeds: int, goal: float) -> dict[str, Any]:
+    """The design's verdict on each primary comparison, and each arm's improvement over its warm start
+    against the goal, seed by seed; both are provisional until ``planned_seeds`` seeds have run."""
+    out: dict[str, Any] = {"list": list_name, "alpha": alpha, "planned_seeds": planned_seeds, "goal": goal,
+                           "comparisons": {}, "goal_by_arm": {}}
+    for label in comparisons:
+        entry = summary_["paired"].get(label, {}).get(list_name)
+        if entry is None:
+            out["comparisons"][label] = {"verdict": "not run yet", "seeds": 0, "final": False}
+            continue
+        p, difference = entry["mcnemar"]["p"], entry["bootstrap"]["difference"]
+        verdict = "unresolved" if p >= alpha or difference == 0 else "supported" if difference > 0 else "refuted"
+        out["comparisons"][label] = {"verdict": verdict, "difference": difference, "p": p,
+                                     "seeds": entry["seeds"], "final": entry["seeds"] >= planned_seeds}
+    for arm, by_list in summary_["improvement"].items():
+        entry = by_list.get(list_name)
+        per_seed = entry["per_seed"] if entry else []
+        out["goal_by_arm"][arm] = {"per_seed": per_seed, "met": sum(d >= goal - 1e-12 for d in per_seed),
+                                   "seeds": len(per_seed), "final": len(per_seed) >= planned_seeds}
+    return out

@@ -22,6 +22,13 @@ ARMS: dict[str, dict[str, str]] = {  # arm -> config overrides (the credit secti
 DEFAULT_ARMS = ("grpo", "gigpo", "milegpo")  # mvpo if the budget allows (issue 42)
 DEFAULT_SEEDS = (0, 1, 2)
 REFERENCES = ("grpo", "gigpo")  # paired differences are reported against these
+# The pre-registered verdict ("Design"): each primary comparison on the primary list is supported (or
+# refuted) when McNemar's exact p is below 0.05 Bonferroni-corrected for the two comparisons and the
+# difference is positive (or negative), otherwise unresolved; final once every planned seed has run.
+PRIMARY_COMPARISONS = ("milegpo - grpo", "milegpo - gigpo")
+PRIMARY_LIST = "eval_id"
+VERDICT_ALPHA = 0.05 / len(PRIMARY_COMPARISONS)
+GOAL_IMPROVEMENT = 0.15  # issue 42's goal: held-out success over the warm start, on every seed
 
 
 class DesignError(ValueError):

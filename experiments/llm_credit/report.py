@@ -23,9 +23,35 @@ def _comparison(entry: dict | None) -> str:
             f"McNemar {mc['b']}/{mc['c']} p={mc['p']:.3g}{seeds}")
 
 
+def _status(entry: dict, planned: int) -> str:
+    return "final" if entry["final"] else f"provisional, {entry['seeds']} of {planned} seeds"
+
+
+def _verdict_lines(v: dict[str, Any]) -> list[str]:
+    planned = v["planned_seeds"]
+    lines = ["## Verdicts (the pre-registered rule)", "",
+             f"Primary comparisons on sampled `{v['list']}`: supported (refuted) when McNemar's exact p is below "
+             f"{v['alpha']:g} and the difference is positive (negative), otherwise unresolved.", "",
+             "| comparison | verdict | difference | McNemar p | status |", "|---|---|---|---|---|"]
+    for label, entry in v["comparisons"].items():
+        if "p" not in entry:
+            lines.append(f"| {label} | {entry['verdict']} | — | — | — |")
+        else:
+            lines.append(f"| {label} | **{entry['verdict']}** | {entry['difference']:+.3f} | {entry['p']:.3g} | "
+                         f"{_status(entry, planned)} |")
+    lines += ["", f"Goal (issue 42): held-out `{v['list']}` success at least {v['goal']:+.2f} over the warm start "
+              f"on each of {planned} seeds.", "", "| arm | improvement per seed (in seed order) | seeds meeting the goal | status |",
+              "|---|---|---|---|"]
+    for arm, entry in v["goal_by_arm"].items():
+        seeds = ", ".join(f"{d:+.3f}" for d in entry["per_seed"]) or "—"
+        lines.append(f"| {arm} | {seeds} | {entry['met']} of {entry['seeds']} | {_status(entry, planned)} |")
+    return [*lines, ""]
+
+
 def markdown(summary: dict[str, Any]) -> str:
     lists = summary["lists"]
-    lines = ["## Held-out success at the last evaluation (pooled over seeds, Wilson 95 %)", "",
+    lines = [*_verdict_lines(summary["verdicts"]),
+             "## Held-out success at the last evaluation (pooled over seeds, Wilson 95 %)", "",
              "| arm | " + " | ".join(lists) + " |", "|---|" + "---|" * len(lists)]
     for arm, rates in summary["heldout"].items():
         lines.append(f"| {arm} | " + " | ".join(_ci(rates[name]) if name in rates else "—" for name in lists) + " |")

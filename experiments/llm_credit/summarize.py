@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 
 from experiments.llm_credit import analysis, records, report
+from experiments.llm_credit import design
 from experiments.llm_credit.design import ARMS, REFERENCES
 
 DEFAULT_RESULTS = "docs/results/llm-credit"
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
             raise records.RecordError(f"{results}: holds no record (warm/seed*.json, runs/*/record.json)")
         arms = [arm for arm in ARMS if any(a == arm for a, _ in runs)]
         summary = analysis.summary(builds, runs, arms, REFERENCES)
+        summary["verdicts"] = analysis.verdicts(summary, design.PRIMARY_COMPARISONS, design.PRIMARY_LIST,
+                                                design.VERDICT_ALPHA, len(design.DEFAULT_SEEDS), design.GOAL_IMPROVEMENT)
         if out.exists() and not out.is_dir():
             raise records.RecordError(f"--out {out}: not a directory")
     except (records.RecordError, ValueError) as error:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.llm_credit import records
+from experiments.llm_credit import analysis, records
 from experiments.llm_credit.summarize import main
 
 # seed -> outcome strings on the 4 held-out tasks of eval_id
@@ -64,6 +64,12 @@ def test_tables_from_fabricated_records(tmp_path):
     assert "gigpo" not in summary["heldout"] and summary["paired"].keys() == {"milegpo - grpo"}
     text = (results / "summary.md").read_text()
     assert "| milegpo - grpo | +0.500" in text and (results / "curves.png").stat().st_size > 0
+    # the pre-registered verdict: p = 0.125 is not below 0.025, and 2 of the 3 planned seeds have run
+    verdicts = summary["verdicts"]["comparisons"]
+    assert verdicts["milegpo - grpo"] == {"verdict": "unresolved", "difference": 0.5, "p": 2 / 16, "seeds": 2, "final": False}
+    assert verdicts["milegpo - gigpo"]["verdict"] == "not run yet"
+    assert summary["verdicts"]["goal_by_arm"]["milegpo"] == {"per_seed": [0.75, 0.5], "met": 2, "seeds": 2, "final": False}
+    assert "| milegpo - grpo | **unresolved** | +0.500 | 0.125 | provisional, 2 of 3 seeds |" in text
 
 
 def test_each_pair_of_arms_once(tmp_path):
@@ -77,6 +83,27 @@ def test_each_pair_of_arms_once(tmp_path):
     pair = summary["paired"]["gigpo - grpo"]["eval_id"]  # seed 0 1100 vs 1000, seed 1 1100 vs 1000
     assert (pair["mcnemar"]["b"], pair["mcnemar"]["c"]) == (0, 2)
     assert "| grpo - gigpo |" not in (results / "summary.md").read_text()
+
+
+def _entry(b: int, c: int, p: float, seeds: int) -> dict:
+    return {"mcnemar": {"b": b, "c": c, "p": p}, "bootstrap": {"difference": (c - b) / 96}, "seeds": seeds}
+
+
+def test_the_pre_registered_verdict_rule():
+    """Supported or refuted only below alpha, by the sign of the difference; final at the planned seeds;
+    the goal counts the seeds whose own improvement reaches it (0.15 exactly counts)."""
+    summary = {"paired": {"milegpo - grpo": {"eval_id": _entry(0, 9, 0.0039, 3)},
+                          "milegpo - gigpo": {"eval_id": _entry(9, 0, 0.0039, 2), "eval_ood": _entry(0, 9, 0.0039, 3)},
+                          "gigpo - grpo": {"eval_id": _entry(0, 9, 0.0039, 3)}},
+               "improvement": {"grpo": {"eval_id": {"per_seed": [0.15, 0.2, 0.1]}}, "milegpo": {}}}
+    out = analysis.verdicts(summary, ("milegpo - grpo", "milegpo - gigpo"), "eval_id", 0.025, 3, 0.15)
+    assert out["comparisons"]["milegpo - grpo"]["verdict"] == "supported" and out["comparisons"]["milegpo - grpo"]["final"]
+    assert out["comparisons"]["milegpo - gigpo"]["verdict"] == "refuted" and not out["comparisons"]["milegpo - gigpo"]["final"]
+    assert out["comparisons"].keys() == {"milegpo - grpo", "milegpo - gigpo"}  # gigpo - grpo is not primary
+    summary["paired"]["milegpo - grpo"]["eval_id"] = _entry(2, 9, 0.065, 3)
+    assert analysis.verdicts(summary, ("milegpo - grpo",), "eval_id", 0.025, 3, 0.15)["comparisons"]["milegpo - grpo"]["verdict"] == "unresolved"
+    assert out["goal_by_arm"]["grpo"] == {"per_seed": [0.15, 0.2, 0.1], "met": 2, "seeds": 3, "final": True}
+    assert out["goal_by_arm"]["milegpo"] == {"per_seed": [], "met": 0, "seeds": 0, "final": False}
 
 
 def test_a_run_pairs_with_the_build_it_started_from(tmp_path):
