@@ -14,8 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from experiments.llm_credit import analysis, records, report
-from experiments.llm_credit import design
+from experiments.llm_credit import analysis, design, records, report
 from experiments.llm_credit.design import ARMS, REFERENCES
 
 DEFAULT_RESULTS = "docs/results/llm-credit"
