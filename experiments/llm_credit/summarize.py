@@ -15,7 +15,6 @@ import sys
 from pathlib import Path
 
 from experiments.llm_credit import analysis, design, records, report
-from experiments.llm_credit.design import ARMS, REFERENCES
 
 DEFAULT_RESULTS = "docs/results/llm-credit"
 
@@ -65,8 +64,8 @@ def main(argv: list[str] | None = None) -> int:
         builds, runs = load(results)
         if not builds and not runs:
             raise records.RecordError(f"{results}: holds no record (warm/seed*.json, runs/*/record.json)")
-        arms = [arm for arm in ARMS if any(a == arm for a, _ in runs)]
-        summary = analysis.summary(builds, runs, arms, REFERENCES)
+        arms = [arm for arm in design.ARMS if any(a == arm for a, _ in runs)]
+        summary = analysis.summary(builds, runs, arms, design.REFERENCES)
         summary["verdicts"] = analysis.verdicts(summary, design.PRIMARY_COMPARISONS, design.PRIMARY_LIST,
                                                 design.VERDICT_ALPHA, len(design.DEFAULT_SEEDS), design.GOAL_IMPROVEMENT)
         if out.exists() and not out.is_dir():
