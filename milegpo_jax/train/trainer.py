@@ -45,7 +45,7 @@ from milegpo_jax.rollout.collector import (
 )
 from milegpo_jax.rollout.branching import TreeShape
 from milegpo_jax.rollout.policy import SamplerPolicy
-from milegpo_jax.train.checkpoint import Checkpointer, abstract_like
+from milegpo_jax.train.checkpoint import Checkpointer, ConfigMismatchError, abstract_like
 from milegpo_jax.train.evaluation import OUTCOMES_PREFIX, outcome_key, outcome_string
 from milegpo_jax.train.logging import MetricsLogger, ProgressBar
 from milegpo_jax.train.ppo import (
@@ -384,6 +384,12 @@ class Trainer:
         done = 0
         try:
             restored = self.checkpointer.restore(abstract_like(self._state()))
+            if restored is not None and restored.meta.iteration > cfg.run.iterations:
+                # otherwise the loop below runs nothing and the run "finishes" having done nothing
+                raise ConfigMismatchError(
+                    f"the checkpoints in {self.checkpointer.directory} hold {restored.meta.iteration} iterations, "
+                    f"more than run.iterations={cfg.run.iterations}: pass --config.run.iterations="
+                    f"{restored.meta.iteration} or more to resume, or use a new --workdir")
         except BaseException:  # refused (config changed) or unreadable: stop the env servers now, not at exit
             self.checkpointer.close()
             self.pool.close()

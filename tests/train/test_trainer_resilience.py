@@ -3,7 +3,7 @@ the tiny policy of test_trainer.py: SIGTERM saves, exits 0, leaves no env server
 a run killed with SIGKILL right after a checkpoint (and with a half-written one next to it) resumes to
 the same parameters and metrics, bit for bit, as an unbroken run; an unreadable newest checkpoint is
 set aside and the run resumes from the one before; a changed hashed setting is refused unless
-``run.allow_config_change``.
+``run.allow_config_change``, and so is a ``run.iterations`` below the checkpoint's.
 
 One unbroken 3-iteration run (module fixture ``straight``) is the reference; every other run starts
 from a copy of its warm start (TextWorldExpress's gold paths, the SFT data, are not reproducible across
@@ -384,3 +384,20 @@ def test_changed_hashed_setting_is_refused_unless_allowed(straight, cli_runs, tm
         _, summary = _in_process(workdir, ITERATIONS + 1, f"optim.learning_rate={CHANGED_LR}", "run.allow_config_change=true")
     assert summary["resumed_from"] == ITERATIONS
     assert _steps(workdir)[-1] == ITERATIONS + 1 and ITERATIONS + 1 in _trained(workdir)
+
+
+def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(straight, tmp_path):
+    """A resumed run whose run.iterations is below its checkpoint's iteration would run nothing and
+    report success; it is refused (the CLI exits 2 on ConfigMismatchError) and stops its env servers."""
+    workdir = tmp_path / "run"
+    shutil.copytree(straight["workdir"], workdir)
+    before = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])}
+    trainer = Trainer(build_config("experiments/configs/demo.py", [*TINY, f"run.iterations={ITERATIONS - 1}"]), workdir)
+    servers = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])} - before
+    with pytest.raises(ConfigMismatchError, match=re.escape(f"hold {ITERATIONS} iterations, more than run.iterations={ITERATIONS - 1}")):
+        trainer.run()
+    try:
+        assert not _wait_gone(servers, timeout_s=5), "Trainer.run raised and left its env servers running"
+    finally:
+        trainer.pool.close()
+    assert _steps(workdir) == [ITERATIONS - 1, ITERATIONS] and max(_trained(workdir)) == ITERATIONS
