@@ -4,7 +4,8 @@ Held-out outcomes pair by (run seed, eval seed, task): the arms of a run seed st
 start recipe and play one fixed task list, so a task's outcome under one arm is paired with its
 outcome under another, and with the warm start's. A seed's warm start built on machines with other
 instruction sets differs in its last bits: each build is evaluated once, a run pairs with the build
-it started from, and the warm-start row pools a seed's builds (docs/results/llm-credit.md, "Analysis").
+it started from, and the warm-start row counts each (seed, task) once, averaged over a seed's builds
+(docs/results/llm-credit.md, "Analysis").
 """
 
 from __future__ import annotations
@@ -91,11 +92,20 @@ def _rate(lists: Mapping[int, Sequence]) -> dict[str, Any]:
 
 
 def _warm_by_seed(builds: Mapping[str, Mapping], build_lists: Mapping[str, Mapping[str, list]]) -> dict[int, dict[str, list]]:
-    """Each seed's warm-start outcomes, its builds' lists one after the other (in digest order)."""
-    pooled: dict[int, dict[str, list]] = {}
+    """Each seed's warm-start outcome per task: the mean over its builds (None where every build aborted).
+    One entry per (seed, task), as for an arm: a second build replays the same tasks with nearly the same
+    weights, so counting its outcomes as more tasks would narrow the interval without new evidence."""
+    by_seed: dict[int, dict[str, list[list]]] = {}
     for digest in sorted(builds):
         for name, outcomes in build_lists[digest].items():
-            pooled.setdefault(builds[digest]["seed"], {}).setdefault(name, []).extend(outcomes)
+            by_seed.setdefault(builds[digest]["seed"], {}).setdefault(name, []).append(outcomes)
+    pooled: dict[int, dict[str, list]] = {}
+    for seed, lists in by_seed.items():
+        for name, per_build in lists.items():
+            if len({len(o) for o in per_build}) != 1:
+                raise ValueError(f"seed {seed}'s warm-start builds played {name} with different task counts")
+            tasks = [[o for o in task if o is not None] for task in zip(*per_build)]
+            pooled.setdefault(seed, {})[name] = [sum(t) / len(t) if t else None for t in tasks]
     return pooled
 
 

@@ -52,9 +52,13 @@ def markdown(summary: dict[str, Any]) -> str:
     lists = summary["lists"]
     lines = [*_verdict_lines(summary["verdicts"]),
              "## Held-out success at the last evaluation (pooled over seeds, Wilson 95 %)", "",
-             "| arm | " + " | ".join(lists) + " |", "|---|" + "---|" * len(lists)]
+             "Each row pools the seeds it names (the warm start's can be ahead of the arms'); the paired tables below "
+             "compare like with like.", "",
+             "| arm | seeds | " + " | ".join(lists) + " |", "|---|---|" + "---|" * len(lists)]
     for arm, rates in summary["heldout"].items():
-        lines.append(f"| {arm} | " + " | ".join(_ci(rates[name]) if name in rates else "—" for name in lists) + " |")
+        seeds = sorted({int(s) for rate in rates.values() for s in rate["per_seed"]})
+        lines.append(f"| {arm} | {', '.join(map(str, seeds))} | "
+                     + " | ".join(_ci(rates[name]) if name in rates else "—" for name in lists) + " |")
     for title, table in (("Improvement over the warm start (paired)", summary["improvement"]),
                          ("Paired differences between arms", summary["paired"])):
         lines += ["", f"## {title}", "",

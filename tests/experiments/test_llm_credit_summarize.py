@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.arena.stats import wilson_interval
 from experiments.llm_credit import analysis, records
 from experiments.llm_credit.summarize import main
 
@@ -64,6 +65,7 @@ def test_tables_from_fabricated_records(tmp_path):
     assert "gigpo" not in summary["heldout"] and summary["paired"].keys() == {"milegpo - grpo"}
     text = (results / "summary.md").read_text()
     assert "| milegpo - grpo | +0.500" in text and (results / "curves.png").stat().st_size > 0
+    assert "| warm start | 0, 1 | 0.125 [" in text and "| milegpo | 0, 1 | 0.750 [" in text  # the seeds each row pools
     # the pre-registered verdict: p = 0.125 is not below 0.025, and 2 of the 3 planned seeds have run
     verdicts = summary["verdicts"]["comparisons"]
     assert verdicts["milegpo - grpo"] == {"verdict": "unresolved", "difference": 0.5, "p": 2 / 16, "seeds": 2, "final": False}
@@ -108,7 +110,8 @@ def test_the_pre_registered_verdict_rule():
 
 def test_a_run_pairs_with_the_build_it_started_from(tmp_path):
     """Seed 0's warm start built again on another machine (other bits, other outcomes): the warm-start
-    row pools both builds, and each run's improvement pairs with its own build."""
+    row counts each (seed, task) once, averaging the builds, and each run's improvement pairs with its
+    own build."""
     results = tmp_path / "results"
     _fabricate(results)
     other = "c2" * 32
@@ -118,7 +121,12 @@ def test_a_run_pairs_with_the_build_it_started_from(tmp_path):
     records.write_json(path, {**json.loads(path.read_text()), "warm_start_sha256": other})
     assert main([str(results)]) == 0
     summary = json.loads((results / "summary.json").read_text())
-    assert summary["heldout"]["warm start"]["eval_id"]["success"] == 3 / 12  # 0000 and 1100 (seed 0), 1000
+    # seed 0: 0000 and 1100 average to 0.5, 0.5, 0, 0; seed 1: 1000. Two wins in 8 (seed, task) pairs,
+    # not 3 in 12: the second build replays the same tasks and is not more evidence
+    warm = summary["heldout"]["warm start"]["eval_id"]
+    assert (warm["success"], warm["tasks"]) == (2 / 8, 8)
+    assert warm["ci95"] == pytest.approx(list(wilson_interval(2, 8)))
+    assert warm["per_seed"] == {"0": 0.25, "1": 0.25}
     # milegpo seed 0: 1110 against its build's 1100 (+1 task), not against 0000 (+3)
     assert summary["improvement"]["milegpo"]["eval_id"]["per_seed"] == [0.25, 0.5]
     assert summary["improvement"]["grpo"]["eval_id"]["per_seed"] == [0.25, 0.0]  # still against 0000
