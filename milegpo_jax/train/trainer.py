@@ -387,8 +387,8 @@ class Trainer:
             if restored is not None and restored.meta.iteration > cfg.run.iterations:
                 # otherwise the loop below runs nothing and the run "finishes" having done nothing
                 raise ConfigMismatchError(
-                    f"the checkpoints in {self.checkpointer.directory} hold {restored.meta.iteration} iterations, "
-                    f"more than run.iterations={cfg.run.iterations}: pass --config.run.iterations="
+                    f"the newest checkpoint in {self.checkpointer.directory} is of iteration {restored.meta.iteration}, "
+                    f"past run.iterations={cfg.run.iterations}: pass --config.run.iterations="
                     f"{restored.meta.iteration} or more to resume, or use a new --workdir")
         except BaseException:  # refused (config changed) or unreadable: stop the env servers now, not at exit
             self.checkpointer.close()

@@ -394,7 +394,7 @@ def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(straight,
     before = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])}
     trainer = Trainer(build_config("experiments/configs/demo.py", [*TINY, f"run.iterations={ITERATIONS - 1}"]), workdir)
     servers = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])} - before
-    with pytest.raises(ConfigMismatchError, match=re.escape(f"hold {ITERATIONS} iterations, more than run.iterations={ITERATIONS - 1}")):
+    with pytest.raises(ConfigMismatchError, match=re.escape(f"is of iteration {ITERATIONS}, past run.iterations={ITERATIONS - 1}")):
         trainer.run()
     try:
         assert not _wait_gone(servers, timeout_s=5), "Trainer.run raised and left its env servers running"
