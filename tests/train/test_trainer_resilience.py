@@ -244,6 +244,21 @@ def _from_warm_start(source: Path, target: Path) -> Path:
     return target
 
 
+def _assert_refused_in_process(workdir: Path, overrides, message: str) -> None:
+    """Trainer.run refuses to resume WORKDIR under OVERRIDES (ConfigMismatchError naming MESSAGE) and
+    stops the env servers its Trainer started before raising."""
+    before = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])}
+    trainer = Trainer(build_config("experiments/configs/demo.py", [*TINY, *overrides]), workdir)
+    servers = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])} - before
+    assert servers
+    with pytest.raises(ConfigMismatchError, match=re.escape(message)):
+        trainer.run()
+    try:
+        assert not _wait_gone(servers, timeout_s=5), "Trainer.run raised and left its env servers running"
+    finally:
+        trainer.pool.close()
+
+
 def _assert_same_params(a: list[np.ndarray], b: list[np.ndarray]) -> None:
     assert len(a) == len(b)
     for x, y in zip(a, b, strict=True):
@@ -368,16 +383,7 @@ def test_changed_hashed_setting_is_refused_unless_allowed(straight, cli_runs, tm
 
     # In-process (a sweep or notebook), Trainer.run refusing must stop its env servers too, not
     # leave them to the interpreter's exit.
-    before = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])}
-    trainer = Trainer(build_config("experiments/configs/demo.py", [*TINY, *changed]), workdir)
-    servers = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])} - before
-    assert servers
-    with pytest.raises(ConfigMismatchError, match=re.escape(LR_CHANGE)):
-        trainer.run()
-    try:
-        assert not _wait_gone(servers, timeout_s=5), "Trainer.run raised and left its env servers running"
-    finally:
-        trainer.pool.close()
+    _assert_refused_in_process(workdir, changed, LR_CHANGE)
 
     # allowed: the same overrides plus the flag (in-process: a CLI start is the slow part of this test)
     with pytest.warns(RuntimeWarning, match=re.escape(LR_CHANGE)):
@@ -391,13 +397,6 @@ def test_resuming_with_fewer_iterations_than_the_checkpoint_is_refused(straight,
     report success; it is refused (the CLI exits 2 on ConfigMismatchError) and stops its env servers."""
     workdir = tmp_path / "run"
     shutil.copytree(straight["workdir"], workdir)
-    before = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])}
-    trainer = Trainer(build_config("experiments/configs/demo.py", [*TINY, f"run.iterations={ITERATIONS - 1}"]), workdir)
-    servers = {p for p in _descendants(os.getpid()) if _is_env_server(p[0])} - before
-    with pytest.raises(ConfigMismatchError, match=re.escape(f"is of iteration {ITERATIONS}, past run.iterations={ITERATIONS - 1}")):
-        trainer.run()
-    try:
-        assert not _wait_gone(servers, timeout_s=5), "Trainer.run raised and left its env servers running"
-    finally:
-        trainer.pool.close()
+    _assert_refused_in_process(workdir, [f"run.iterations={ITERATIONS - 1}"],
+                               f"is of iteration {ITERATIONS}, past run.iterations={ITERATIONS - 1}")
     assert _steps(workdir) == [ITERATIONS - 1, ITERATIONS] and max(_trained(workdir)) == ITERATIONS
