@@ -79,5 +79,5 @@ def markdown(summary: dict[str, Any]) -> str:
     if summary["auc_paired"]:
         lines += ["", "| AUC difference | mean [95 % t interval over seeds] |", "|---|---|"]
         for label, entry in summary["auc_paired"].items():
-            lines.append(f"| {label} | " + ("—" if entry is None else f"{entry['mean']:+.3f} [{_f(entry['low'])}, {_f(entry['high'])}] ({entry['seeds']} seeds)") + " |")
+            lines.append(f"| {label} | " + ("—" if entry is None else f"{entry['mean']:+.3f} [{_f(entry['low'])}, {_f(entry['high'])}] ({entry['seeds']} seed{'' if entry['seeds'] == 1 else 's'})") + " |")
     return "\n".join(lines) + "\n"
