@@ -18,7 +18,7 @@ def _comparison(entry: dict | None) -> str:
     if entry is None:
         return "—"
     boot, mc, t = entry["bootstrap"], entry["mcnemar"], entry["seed_t"]
-    seeds = f"; seeds: {_f(t['mean'])} [{_f(t['low'])}, {_f(t['high'])}]" if t["low"] is not None else ""
+    seeds = f"; seeds: {t['mean']:+.3f} [{t['low']:+.3f}, {t['high']:+.3f}]" if t["low"] is not None else ""
     return (f"{boot['difference']:+.3f} [{boot['low']:+.3f}, {boot['high']:+.3f}], "
             f"McNemar {mc['b']}/{mc['c']} p={mc['p']:.3g}{seeds}")
 
