@@ -9,6 +9,11 @@ def _f(value: Any, digits: int = 3) -> str:
     return "—" if value is None else f"{value:.{digits}f}"
 
 
+def _signed(value: Any) -> str:
+    """A difference: its sign always shown."""
+    return "—" if value is None else f"{value:+.3f}"
+
+
 def _ci(entry: dict) -> str:
     low, high = entry["ci95"]
     return f"{_f(entry['success'])} [{_f(low)}, {_f(high)}]"
@@ -18,8 +23,8 @@ def _comparison(entry: dict | None) -> str:
     if entry is None:
         return "—"
     boot, mc, t = entry["bootstrap"], entry["mcnemar"], entry["seed_t"]
-    seeds = f"; seeds: {t['mean']:+.3f} [{t['low']:+.3f}, {t['high']:+.3f}]" if t["low"] is not None else ""
-    return (f"{boot['difference']:+.3f} [{boot['low']:+.3f}, {boot['high']:+.3f}], "
+    seeds = f"; seeds: {_signed(t['mean'])} [{_signed(t['low'])}, {_signed(t['high'])}]" if t["low"] is not None else ""
+    return (f"{_signed(boot['difference'])} [{_signed(boot['low'])}, {_signed(boot['high'])}], "
             f"McNemar {mc['b']}/{mc['c']} p={mc['p']:.3g}{seeds}")
 
 
@@ -37,13 +42,13 @@ def _verdict_lines(v: dict[str, Any]) -> list[str]:
         if "p" not in entry:
             lines.append(f"| {label} | {entry['verdict']} | — | — | — |")
         else:
-            lines.append(f"| {label} | **{entry['verdict']}** | {entry['difference']:+.3f} | {entry['p']:.3g} | "
+            lines.append(f"| {label} | **{entry['verdict']}** | {_signed(entry['difference'])} | {entry['p']:.3g} | "
                          f"{_status(entry, planned)} |")
     lines += ["", f"Goal (issue 42): held-out `{v['list']}` success at least {v['goal']:+.2f} over the warm start "
               f"on each of {planned} seeds.", "", "| arm | improvement per seed (in seed order) | seeds meeting the goal | status |",
               "|---|---|---|---|"]
     for arm, entry in v["goal_by_arm"].items():
-        seeds = ", ".join(f"{d:+.3f}" for d in entry["per_seed"]) or "—"
+        seeds = ", ".join(_signed(d) for d in entry["per_seed"]) or "—"
         lines.append(f"| {arm} | {seeds} | {entry['met']} of {entry['seeds']} | {_status(entry, planned)} |")
     return [*lines, ""]
 
@@ -79,5 +84,5 @@ def markdown(summary: dict[str, Any]) -> str:
     if summary["auc_paired"]:
         lines += ["", "| AUC difference | mean [95 % t interval over seeds] |", "|---|---|"]
         for label, entry in summary["auc_paired"].items():
-            lines.append(f"| {label} | " + ("—" if entry is None else f"{entry['mean']:+.3f} [{_f(entry['low'])}, {_f(entry['high'])}] ({entry['seeds']} seed{'' if entry['seeds'] == 1 else 's'})") + " |")
+            lines.append(f"| {label} | " + ("—" if entry is None else f"{_signed(entry['mean'])} [{_signed(entry['low'])}, {_signed(entry['high'])}] ({entry['seeds']} seed{'' if entry['seeds'] == 1 else 's'})") + " |")
     return "\n".join(lines) + "\n"

@@ -65,6 +65,9 @@ def test_tables_from_fabricated_records(tmp_path):
     assert "gigpo" not in summary["heldout"] and summary["paired"].keys() == {"milegpo - grpo"}
     text = (results / "summary.md").read_text()
     assert "| milegpo - grpo | +0.500" in text and (results / "curves.png").stat().st_size > 0
+    # differences keep their sign: per-seed improvements, and a t interval that crosses zero
+    assert "| grpo | +0.250, +0.000 | 1 of 2 |" in text and "McNemar 0/1 p=1; seeds: +0.125 [-1.463, +1.713] |" in text
+    assert "| milegpo - grpo | +0.500 [+0.500, +0.500] (2 seeds) |" in text  # the AUC difference
     assert "| warm start | 0, 1 | 0.125 [" in text and "| milegpo | 0, 1 | 0.750 [" in text  # the seeds each row pools
     # the pre-registered verdict: p = 0.125 is not below 0.025, and 2 of the 3 planned seeds have run
     verdicts = summary["verdicts"]["comparisons"]
