@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from experiments.arena.stats import diagnostics_means, mean_std, paired_interval, wilson_interval
-from experiments.llm_credit.paired import mcnemar_exact, paired_bootstrap, success_auc
+from experiments.llm_credit.paired import mcnemar_detectable, mcnemar_exact, paired_bootstrap, success_auc
 from milegpo_jax.train.evaluation import OUTCOMES_PREFIX, parse_outcomes
 
 TIME_KEYS = ("time/generation_s", "time/advantage_s", "time/logprob_s", "time/update_s", "time/eval_s")
@@ -186,4 +186,25 @@ def verdicts(summary_: Mapping[str, Any], comparisons: Sequence[str], list_name:
         per_seed = entry["per_seed"] if entry else []
         out["goal_by_arm"][arm] = {"per_seed": per_seed, "met": sum(d >= goal - 1e-12 for d in per_seed),
                                    "seeds": len(per_seed), "final": len(per_seed) >= planned_seeds}
+    return out
+
+
+def resolution(summary_: Mapping[str, Any], comparisons: Sequence[str], list_name: str, alpha: float,
+               power: float = 0.8) -> dict[str, Any]:
+    """What the study can resolve at the spread it measured (the design's "What it can resolve",
+    restated from the records): per primary comparison, the difference McNemar detects at ``alpha``
+    with ``power`` given the share of discordant (seed, task) pairs observed, and the seed-to-seed
+    s.d. of the per-seed differences with the half-width of their 95 % t interval."""
+    out: dict[str, Any] = {"list": list_name, "alpha": alpha, "power": power, "comparisons": {}}
+    for label in comparisons:
+        entry = summary_["paired"].get(label, {}).get(list_name)
+        if entry is None:
+            continue
+        discordant = (entry["mcnemar"]["b"] + entry["mcnemar"]["c"]) / entry["pairs"]
+        t = entry["seed_t"]
+        out["comparisons"][label] = {
+            "pairs": entry["pairs"], "discordant": discordant,
+            "detectable": mcnemar_detectable(discordant, entry["pairs"], alpha=alpha, power=power),
+            "seeds": entry["seeds"], "seed_sd": mean_std(entry["per_seed"])[1] if entry["seeds"] > 1 else None,
+            "seed_half_width": (t["high"] - t["low"]) / 2 if t["low"] is not None else None}
     return out

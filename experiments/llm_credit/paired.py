@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from statistics import NormalDist
 
 import numpy as np
 
@@ -49,6 +50,17 @@ def paired_bootstrap(first: Sequence[bool], second: Sequence[bool], *, rounds: i
     tail = (1 - level) / 2
     low, high = np.quantile(means, [tail, 1 - tail])
     return {"difference": float(differences.mean()), "low": float(low), "high": float(high)}
+
+
+def mcnemar_detectable(discordant: float, pairs: int, *, alpha: float, power: float = 0.8) -> float:
+    """The smallest difference in success that McNemar's test at two-sided ``alpha`` detects with
+    ``power`` over ``pairs`` pairs of which a share ``discordant`` disagree. Normal approximation: the
+    difference (c - b) / pairs has variance about discordant / pairs under "no difference", so it is
+    (z[1 - alpha/2] + z[power]) * sqrt(discordant / pairs)."""
+    if pairs < 1 or not 0 <= discordant <= 1 or not 0 < alpha < 1 or not 0 < power < 1:
+        raise ValueError(f"discordant={discordant}, pairs={pairs}, alpha={alpha}, power={power}: out of range")
+    z = NormalDist().inv_cdf
+    return (z(1 - alpha / 2) + z(power)) * math.sqrt(discordant / pairs)
 
 
 def success_auc(curve: Sequence[float]) -> float:

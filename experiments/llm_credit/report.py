@@ -53,9 +53,23 @@ def _verdict_lines(v: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _resolution_lines(r: dict[str, Any]) -> list[str]:
+    lines = ["## What the study can resolve (at the spread it measured)", "",
+             f"For each primary comparison on sampled `{r['list']}`: the difference McNemar's test at {r['alpha']:g} "
+             f"detects with {r['power'] * 100:.0f} % power at the share of discordant (seed, task) pairs observed (normal "
+             "approximation), and, seeds as replicates, the s.d. of the per-seed differences and the half-width of "
+             "their 95 % t interval (what a mean difference must exceed for that interval to exclude zero).", "",
+             "| comparison | pairs | discordant | McNemar detects | seeds | seed-to-seed s.d. | t half-width |",
+             "|---|---|---|---|---|---|---|"]
+    for label, e in r["comparisons"].items():
+        lines.append(f"| {label} | {e['pairs']} | {_f(e['discordant'])} | {_f(e['detectable'])} | {e['seeds']} | "
+                     f"{_f(e['seed_sd'])} | {_f(e['seed_half_width'])} |")
+    return [*lines, ""]
+
+
 def markdown(summary: dict[str, Any]) -> str:
     lists = summary["lists"]
-    lines = [*_verdict_lines(summary["verdicts"]),
+    lines = [*_verdict_lines(summary["verdicts"]), *_resolution_lines(summary["resolution"]),
              "## Held-out success at the last evaluation (pooled over seeds, Wilson 95 %)", "",
              "Each row pools the seeds it names (the warm start's can be ahead of the arms'); the paired tables below "
              "compare like with like.", "",

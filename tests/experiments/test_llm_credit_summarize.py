@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from experiments.arena.stats import wilson_interval
+from experiments.arena.stats import paired_interval, wilson_interval
 from experiments.llm_credit import analysis, records
 from experiments.llm_credit.summarize import main
 
@@ -75,6 +75,12 @@ def test_tables_from_fabricated_records(tmp_path):
     assert verdicts["milegpo - gigpo"]["verdict"] == "not run yet"
     assert summary["verdicts"]["goal_by_arm"]["milegpo"] == {"per_seed": [0.75, 0.5], "met": 2, "seeds": 2, "final": False}
     assert "| milegpo - grpo | **unresolved** | +0.500 | 0.125 | provisional, 2 of 3 seeds |" in text
+    # what it can resolve: 8 pairs, 4 discordant; both seeds +0.5, so the seed-to-seed s.d. is 0
+    z = 2.241403 + 0.841621  # z at 1 - 0.025 / 2 and at 0.8
+    reach = summary["resolution"]["comparisons"]["milegpo - grpo"]
+    assert reach["pairs"] == 8 and reach["discordant"] == 0.5 and reach["detectable"] == pytest.approx(z * 0.25, abs=1e-5)
+    assert reach["seed_sd"] == 0.0 and reach["seed_half_width"] == 0.0
+    assert "| milegpo - grpo | 8 | 0.500 | 0.771 | 2 | 0.000 | 0.000 |" in text
 
 
 def test_each_pair_of_arms_once(tmp_path):
@@ -109,6 +115,22 @@ def test_the_pre_registered_verdict_rule():
     assert analysis.verdicts(summary, ("milegpo - grpo",), "eval_id", 0.025, 3, 0.15)["comparisons"]["milegpo - grpo"]["verdict"] == "unresolved"
     assert out["goal_by_arm"]["grpo"] == {"per_seed": [0.15, 0.2, 0.1], "met": 2, "seeds": 3, "final": True}
     assert out["goal_by_arm"]["milegpo"] == {"per_seed": [], "met": 0, "seeds": 0, "final": False}
+
+
+def test_resolution_from_the_seed_spread():
+    """Seeds +0.1, +0.3, +0.2: s.d. 0.1, 95 % t half-width t(0.975, 2) * 0.1 / sqrt(3) = 0.248; one seed has
+    no spread; a comparison not run yet is left out."""
+    def entry(per_seed, b, c, pairs):
+        t = {"low": None} if len(per_seed) < 2 else paired_interval(per_seed)
+        return {"eval_id": {"mcnemar": {"b": b, "c": c}, "pairs": pairs, "seeds": len(per_seed), "per_seed": per_seed, "seed_t": t}}
+
+    summary = {"paired": {"milegpo - grpo": entry([0.1, 0.3, 0.2], 3, 21, 96), "gigpo - grpo": entry([0.2], 0, 1, 32)}}
+    out = analysis.resolution(summary, ("milegpo - grpo", "milegpo - gigpo", "gigpo - grpo"), "eval_id", 0.025)
+    main_ = out["comparisons"]["milegpo - grpo"]
+    assert main_["discordant"] == 0.25 and main_["seed_sd"] == pytest.approx(0.1)
+    assert main_["seed_half_width"] == pytest.approx(4.302653 * 0.1 / 3**0.5, abs=1e-6)
+    assert out["comparisons"]["gigpo - grpo"]["seed_sd"] is None and out["comparisons"]["gigpo - grpo"]["seed_half_width"] is None
+    assert out["comparisons"].keys() == {"milegpo - grpo", "gigpo - grpo"}
 
 
 def test_a_run_pairs_with_the_build_it_started_from(tmp_path):
