@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from experiments.arena.power import planning_sd, seeds_needed
 from experiments.arena.stats import diagnostics_means, mean_std, paired_interval, wilson_interval
 from experiments.llm_credit.paired import mcnemar_detectable, mcnemar_exact, paired_bootstrap, success_auc
 from milegpo_jax.train.evaluation import OUTCOMES_PREFIX, parse_outcomes
@@ -190,21 +191,26 @@ def verdicts(summary_: Mapping[str, Any], comparisons: Sequence[str], list_name:
 
 
 def resolution(summary_: Mapping[str, Any], comparisons: Sequence[str], list_name: str, alpha: float,
-               power: float = 0.8) -> dict[str, Any]:
+               target: float, power: float = 0.8) -> dict[str, Any]:
     """What the study can resolve at the spread it measured (the design's "What it can resolve",
     restated from the records): per primary comparison, the difference McNemar detects at ``alpha``
-    with ``power`` given the share of discordant (seed, task) pairs observed, and the seed-to-seed
-    s.d. of the per-seed differences with the half-width of their 95 % t interval."""
-    out: dict[str, Any] = {"list": list_name, "alpha": alpha, "power": power, "comparisons": {}}
+    with ``power`` given the share of discordant (seed, task) pairs observed, the seed-to-seed s.d. of
+    the per-seed differences with the half-width of their 95 % t interval, and the seeds a fresh study
+    would need at that s.d. (raised to its planning bound) to find a true ``target`` at ``alpha`` and
+    show a true 0 within ±``target``, each with ``power`` (the arena's seed-level sizing)."""
+    out: dict[str, Any] = {"list": list_name, "alpha": alpha, "power": power, "target": target, "comparisons": {}}
     for label in comparisons:
         entry = summary_["paired"].get(label, {}).get(list_name)
         if entry is None:
             continue
         discordant = (entry["mcnemar"]["b"] + entry["mcnemar"]["c"]) / entry["pairs"]
         t = entry["seed_t"]
+        sd = mean_std(entry["per_seed"])[1] if entry["seeds"] > 1 else None
         out["comparisons"][label] = {
             "pairs": entry["pairs"], "discordant": discordant,
             "detectable": mcnemar_detectable(discordant, entry["pairs"], alpha=alpha, power=power),
-            "seeds": entry["seeds"], "seed_sd": mean_std(entry["per_seed"])[1] if entry["seeds"] > 1 else None,
-            "seed_half_width": (t["high"] - t["low"]) / 2 if t["low"] is not None else None}
+            "seeds": entry["seeds"], "seed_sd": sd,
+            "seed_half_width": (t["high"] - t["low"]) / 2 if t["low"] is not None else None,
+            "fresh_seeds": (seeds_needed([planning_sd(sd, entry["seeds"])], target, alpha, power)
+                            if sd is not None else None)}
     return out

@@ -58,12 +58,15 @@ def _resolution_lines(r: dict[str, Any]) -> list[str]:
              f"For each primary comparison on sampled `{r['list']}`: the difference McNemar's test at {r['alpha']:g} "
              f"detects with {r['power'] * 100:.0f} % power at the share of discordant (seed, task) pairs observed (normal "
              "approximation), and, seeds as replicates, the s.d. of the per-seed differences and the half-width of "
-             "their 95 % t interval (what a mean difference must exceed for that interval to exclude zero).", "",
-             "| comparison | pairs | discordant | McNemar detects | seeds | seed-to-seed s.d. | t half-width |",
-             "|---|---|---|---|---|---|---|"]
+             "their 95 % t interval (what a mean difference must exceed for that interval to exclude zero). The last "
+             f"column sizes a fresh study at that s.d. (raised to its 80 % upper bound, as the arena plans): the seeds "
+             f"per arm to find a true {r['target']:g} at {r['alpha']:g} and to show a true 0 within ±{r['target']:g}, "
+             f"each with {r['power'] * 100:.0f} % power.", "",
+             "| comparison | pairs | discordant | McNemar detects | seeds | seed-to-seed s.d. | t half-width | fresh study's seeds |",
+             "|---|---|---|---|---|---|---|---|"]
     for label, e in r["comparisons"].items():
         lines.append(f"| {label} | {e['pairs']} | {_f(e['discordant'])} | {_f(e['detectable'])} | {e['seeds']} | "
-                     f"{_f(e['seed_sd'])} | {_f(e['seed_half_width'])} |")
+                     f"{_f(e['seed_sd'])} | {_f(e['seed_half_width'])} | {e['fresh_seeds'] if e['fresh_seeds'] is not None else '—'} |")
     return [*lines, ""]
 
 

@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
         summary["verdicts"] = analysis.verdicts(summary, design.PRIMARY_COMPARISONS, design.PRIMARY_LIST,
                                                 design.VERDICT_ALPHA, len(design.DEFAULT_SEEDS), design.GOAL_IMPROVEMENT)
         summary["resolution"] = analysis.resolution(summary, design.PRIMARY_COMPARISONS, design.PRIMARY_LIST,
-                                                    design.VERDICT_ALPHA)
+                                                    design.VERDICT_ALPHA, design.GOAL_IMPROVEMENT)
         if out.exists() and not out.is_dir():
             raise records.RecordError(f"--out {out}: not a directory")
     except (records.RecordError, ValueError) as error:

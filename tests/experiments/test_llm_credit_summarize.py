@@ -4,9 +4,11 @@ worked out by hand; a record that is not what the study writes is one line, exit
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
+from scipy import stats as scipy_stats
 
 from experiments.arena.stats import paired_interval, wilson_interval
 from experiments.llm_credit import analysis, records
@@ -79,8 +81,8 @@ def test_tables_from_fabricated_records(tmp_path):
     z = 2.241403 + 0.841621  # z at 1 - 0.025 / 2 and at 0.8
     reach = summary["resolution"]["comparisons"]["milegpo - grpo"]
     assert reach["pairs"] == 8 and reach["discordant"] == 0.5 and reach["detectable"] == pytest.approx(z * 0.25, abs=1e-5)
-    assert reach["seed_sd"] == 0.0 and reach["seed_half_width"] == 0.0
-    assert "| milegpo - grpo | 8 | 0.500 | 0.771 | 2 | 0.000 | 0.000 |" in text
+    assert reach["seed_sd"] == 0.0 and reach["seed_half_width"] == 0.0 and reach["fresh_seeds"] == 2
+    assert "| milegpo - grpo | 8 | 0.500 | 0.771 | 2 | 0.000 | 0.000 | 2 |" in text
 
 
 def test_each_pair_of_arms_once(tmp_path):
@@ -119,17 +121,27 @@ def test_the_pre_registered_verdict_rule():
 
 def test_resolution_from_the_seed_spread():
     """Seeds +0.1, +0.3, +0.2: s.d. 0.1, 95 % t half-width t(0.975, 2) * 0.1 / sqrt(3) = 0.248; one seed has
-    no spread; a comparison not run yet is left out."""
+    no spread; a comparison not run yet is left out. A fresh study plans at the s.d.'s 80 % upper bound,
+    0.1 * sqrt(2 / chi2(0.2; 2)) with chi2(0.2; 2) = -2 ln 0.8, and needs 28 seeds for ±0.15 at 0.025: at 28
+    the interval's half-width at a true 0 stays within 0.15 with 80 % power, at 27 not (the equivalence
+    side binds; detection alone would need fewer)."""
     def entry(per_seed, b, c, pairs):
         t = {"low": None} if len(per_seed) < 2 else paired_interval(per_seed)
         return {"eval_id": {"mcnemar": {"b": b, "c": c}, "pairs": pairs, "seeds": len(per_seed), "per_seed": per_seed, "seed_t": t}}
 
     summary = {"paired": {"milegpo - grpo": entry([0.1, 0.3, 0.2], 3, 21, 96), "gigpo - grpo": entry([0.2], 0, 1, 32)}}
-    out = analysis.resolution(summary, ("milegpo - grpo", "milegpo - gigpo", "gigpo - grpo"), "eval_id", 0.025)
+    out = analysis.resolution(summary, ("milegpo - grpo", "milegpo - gigpo", "gigpo - grpo"), "eval_id", 0.025, 0.15)
     main_ = out["comparisons"]["milegpo - grpo"]
+    plan = 0.1 * math.sqrt(2 / (-2 * math.log(0.8)))
+    assert main_["fresh_seeds"] == 28
+
+    def equivalence_power(n):  # P(t interval at a true 0 lies within ±0.15), by P(one side) * 2 - 1
+        crit = scipy_stats.t.ppf(1 - 0.025 / 2, n - 1)
+        return 2 * scipy_stats.nct.sf(crit, n - 1, 0.15 / (plan / math.sqrt(n))) - 1
+    assert equivalence_power(28) >= 0.8 > equivalence_power(27)
     assert main_["discordant"] == 0.25 and main_["seed_sd"] == pytest.approx(0.1)
     assert main_["seed_half_width"] == pytest.approx(4.302653 * 0.1 / 3**0.5, abs=1e-6)
-    assert out["comparisons"]["gigpo - grpo"]["seed_sd"] is None and out["comparisons"]["gigpo - grpo"]["seed_half_width"] is None
+    assert out["comparisons"]["gigpo - grpo"]["seed_sd"] is None and out["comparisons"]["gigpo - grpo"]["fresh_seeds"] is None
     assert out["comparisons"].keys() == {"milegpo - grpo", "gigpo - grpo"}
 
 
