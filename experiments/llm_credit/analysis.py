@@ -47,6 +47,16 @@ def run_record(metrics: Sequence[Mapping[str, Any]], *, arm: str, seed: int) -> 
     }
 
 
+def policy_steps(metrics: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    """The KL between consecutive policies (``actor/kl``) each iteration's update logged, by iteration;
+    where a resumed run redid an iteration, its last line counts."""
+    return {int(r["iteration"]): float(r["actor/kl"]) for r in metrics if r.get("actor/kl") is not None}
+
+
+def _wins(outcomes: Sequence[bool | None]) -> int:
+    return sum(1 for o in outcomes if o is True)
+
+
 def outcome_lists(evaluation: Mapping[str, Any]) -> dict[str, list[bool | None]]:
     """``{"eval_id": [...], "greedy/eval_id": [...]}``: one list per task list and mode, the eval
     seeds' outcomes one after the other (in eval-seed order)."""
@@ -111,9 +121,9 @@ def _warm_by_seed(builds: Mapping[str, Mapping], build_lists: Mapping[str, Mappi
 
 
 def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mapping], arms: Sequence[str],
-            references: Sequence[str]) -> dict[str, Any]:
+            references: Sequence[str], steps: Mapping[tuple[str, int], Mapping[int, float]] | None = None) -> dict[str, Any]:
     """Every table of the results page, from the records alone: ``builds`` are the warm-start records
-    by weights digest, ``runs`` the run records by (arm, seed)."""
+    by weights digest, ``runs`` the run records by (arm, seed), ``steps`` each run's ``policy_steps``."""
     for (arm, seed), record in runs.items():
         build = builds.get(record["warm_start_sha256"])
         if build is None or build["seed"] != seed:
@@ -153,6 +163,9 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
         curves = [r["training_success"] for r in mine.values()]
         width = min(len(c) for c in curves)
         out["curves"][arm] = [sum(c[i] for c in curves) / len(curves) for i in range(width)]
+    out["runs"] = [_run_row(arm, seed, record, build_lists[record["warm_start_sha256"]], last.get((arm, seed), {}),
+                            (steps or {}).get((arm, seed), {}))
+                   for arm in arms for (a, seed), record in sorted(runs.items()) if a == arm]
     for reference in references:
         if reference not in out["heldout"]:
             continue
@@ -165,6 +178,20 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
             common = sorted(set(auc[arm]) & set(auc[reference]))
             out["auc_paired"][label] = paired_interval([auc[arm][s] - auc[reference][s] for s in common]) | {"seeds": len(common)} if common else None
     return out
+
+
+def _run_row(arm: str, seed: int, record: Mapping, warm: Mapping[str, list], after: Mapping[str, list],
+             steps: Mapping[int, float]) -> dict[str, Any]:
+    """One run at a glance: wins per held-out list (its warm-start build's, then its own), its training
+    curve, and its largest policy step."""
+    largest = max(steps.items(), key=lambda item: item[1], default=None)
+    return {"arm": arm, "seed": seed,
+            "wins": {name: {"warm": _wins(warm[name]), "after": _wins(after[name]),
+                            "tasks": sum(1 for o in after[name] if o is not None)}
+                     for name in sorted(set(warm) & set(after))},
+            "training_success": record["training_success"],
+            "auc": success_auc(record["training_success"]) if record["training_success"] else None,
+            "largest_step": None if largest is None else {"iteration": largest[0], "kl": largest[1]}}
 
 
 def verdicts(summary_: Mapping[str, Any], comparisons: Sequence[str], list_name: str, alpha: float,

@@ -102,4 +102,21 @@ def markdown(summary: dict[str, Any]) -> str:
         lines += ["", "| AUC difference | mean [95 % t interval over seeds] |", "|---|---|"]
         for label, entry in summary["auc_paired"].items():
             lines.append(f"| {label} | " + ("—" if entry is None else f"{_signed(entry['mean'])} [{_signed(entry['low'])}, {_signed(entry['high'])}] ({entry['seeds']} seed{'' if entry['seeds'] == 1 else 's'})") + " |")
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *_run_lines(summary["runs"], lists)]) + "\n"
+
+
+def _run_lines(runs: list[dict[str, Any]], lists: list[str]) -> list[str]:
+    lines = ["", "## Each run", "",
+             "Held-out wins of its warm-start build → after its last iteration (of the tasks played), training "
+             "success per iteration, and its largest policy step: the KL between consecutive policies its "
+             "update logged (`actor/kl`, from the run's `metrics.jsonl`), with the iteration.", "",
+             "| run | " + " | ".join(lists) + " | training success | AUC | largest step (KL, iteration) |",
+             "|---|" + "---|" * len(lists) + "---|---|---|"]
+    for run in runs:
+        wins = [run["wins"].get(name) for name in lists]
+        step = run["largest_step"]
+        lines.append(f"| {run['arm']} seed {run['seed']} | "
+                     + " | ".join("—" if w is None else f"{w['warm']} → {w['after']} of {w['tasks']}" for w in wins)
+                     + f" | {', '.join(f'{v:.2f}' for v in run['training_success'])} | {_f(run['auc'])} | "
+                     + ("—" if step is None else f"{step['kl']:.3f} ({step['iteration']})") + " |")
+    return lines

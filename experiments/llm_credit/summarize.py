@@ -1,8 +1,8 @@
 """``python -m experiments.llm_credit summarize [RESULTS] [--out DIR]``: every table and curve of the
 study again from its committed records alone (docs/results/llm-credit.md): ``summary.md``,
 ``summary.json`` and ``curves.png`` in ``--out`` (default: RESULTS). Bad input -- a RESULTS that is not
-a directory or holds no record, a record that is not what the study writes -- is one line naming the
-file, exit 2, and nothing is written.
+a directory or holds no record, a record or the metrics log beside it that is not what the study
+writes -- is one line naming the file, exit 2, and nothing is written.
 """
 
 from __future__ import annotations
@@ -15,21 +15,27 @@ import sys
 from pathlib import Path
 
 from experiments.llm_credit import analysis, design, records, report
+from milegpo_jax.train.logging import read_metrics
 
 DEFAULT_RESULTS = "docs/results/llm-credit"
 
 
-def load(results: Path) -> tuple[dict, dict]:
-    """The warm-start builds by weights digest and the finished runs by (arm, seed)."""
+def load(results: Path) -> tuple[dict, dict, dict]:
+    """The warm-start builds by weights digest, the finished runs by (arm, seed), and each run's
+    policy steps, read from the metrics log beside its record."""
     builds = records.load_warm_builds(results)
-    runs = {}
+    runs, steps = {}, {}
     for arm, seed in sorted(records.finished_runs(results)):
         path = records.run_dir(results, arm, seed) / "record.json"
         record = records.load_run(path)
         if (record["arm"], record["seed"]) != (arm, seed):
             raise records.RecordError(f"{path}: names {record['arm']} seed {record['seed']}, not its directory's")
         runs[(arm, seed)] = record
-    return builds, runs
+        metrics = path.with_name("metrics.jsonl")
+        if not metrics.is_file():
+            raise records.RecordError(f"{metrics}: missing (the study writes it beside every record)")
+        steps[(arm, seed)] = analysis.policy_steps(read_metrics(metrics))  # a bad line: ValueError naming it
+    return builds, runs, steps
 
 
 def curves_png(summary: dict) -> bytes:
@@ -61,11 +67,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if not results.is_dir():
             raise records.RecordError(f"{results}: not a directory")
-        builds, runs = load(results)
+        builds, runs, steps = load(results)
         if not builds and not runs:
             raise records.RecordError(f"{results}: holds no record (warm/seed*.json, runs/*/record.json)")
         arms = [arm for arm in design.ARMS if any(a == arm for a, _ in runs)]
-        summary = analysis.summary(builds, runs, arms, design.REFERENCES)
+        summary = analysis.summary(builds, runs, arms, design.REFERENCES, steps)
         summary["verdicts"] = analysis.verdicts(summary, design.PRIMARY_COMPARISONS, design.PRIMARY_LIST,
                                                 design.VERDICT_ALPHA, len(design.DEFAULT_SEEDS), design.GOAL_IMPROVEMENT)
         summary["resolution"] = analysis.resolution(summary, design.PRIMARY_COMPARISONS, design.PRIMARY_LIST,

@@ -33,7 +33,10 @@ def _fabricate(results: Path, runs: dict = RUNS) -> None:
     for (arm, seed), outcomes in runs.items():
         directory = records.run_dir(results, arm, seed)
         directory.mkdir(parents=True)
-        (directory / "metrics.jsonl").write_text("")
+        # the update's KL per iteration; iteration 2 logged twice, as a resumed run redoes it: the last counts
+        steps = [{"iteration": 1, "actor/kl": 0.01 * (seed + 1)}, {"iteration": 2, "actor/kl": 0.5},
+                 {"iteration": 2, "actor/kl": 0.004}]
+        (directory / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in steps))
         credit = [{"credit/zero_advantage_fraction": 0.5 if arm == "grpo" else 0.25,
                    "credit/tie_correction_rate": 0.5, "credit/opposite_outcome_tied_pairs": 2 + seed}]
         records.write_json(directory / "record.json", {
@@ -83,6 +86,10 @@ def test_tables_from_fabricated_records(tmp_path):
     assert reach["pairs"] == 8 and reach["discordant"] == 0.5 and reach["detectable"] == pytest.approx(z * 0.25, abs=1e-5)
     assert reach["seed_sd"] == 0.0 and reach["seed_half_width"] == 0.0 and reach["fresh_seeds"] == 2
     assert "| milegpo - grpo | 8 | 0.500 | 0.771 | 2 | 0.000 | 0.000 | 2 |" in text
+    # each run: milegpo seed 1 from its build's 1 win (1000) to 3 (1101); its largest step iteration 1's 0.02
+    assert summary["runs"][-1]["largest_step"] == {"iteration": 1, "kl": 0.02}
+    assert "| milegpo seed 1 | 1 → 3 of 4 | 0.50, 1.00 | 0.750 | 0.020 (1) |" in text
+    assert "| grpo seed 0 | 0 → 1 of 4 | 0.00, 0.50 | 0.250 | 0.010 (1) |" in text
 
 
 def test_each_pair_of_arms_once(tmp_path):
@@ -177,7 +184,7 @@ def test_a_run_pairs_with_the_build_it_started_from(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("damage", ["not json", "no arm", "bad outcomes"])
+@pytest.mark.parametrize("damage", ["not json", "no arm", "bad outcomes", "no metrics", "bad metrics"])
 def test_a_bad_record_writes_nothing(tmp_path, capsys, damage):
     results = tmp_path / "results"
     _fabricate(results)
@@ -188,9 +195,15 @@ def test_a_bad_record_writes_nothing(tmp_path, capsys, damage):
     elif damage == "no arm":
         del record["arm"]
         path.write_text(json.dumps(record))
-    else:
+    elif damage == "bad outcomes":
         record["evaluations"][0]["outcomes"]["outcomes/eval_id/seed123"] = "11y0"
         path.write_text(json.dumps(record))
+    else:  # the metrics log beside the record: gone, or a line that is not JSON before the last
+        path = path.with_name("metrics.jsonl")
+        if damage == "no metrics":
+            path.unlink()
+        else:
+            path.write_text("{\n" + path.read_text())
     assert main([str(results)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and str(path) in err[0]
