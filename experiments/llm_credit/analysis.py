@@ -121,7 +121,7 @@ def _warm_by_seed(builds: Mapping[str, Mapping], build_lists: Mapping[str, Mappi
 
 
 def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mapping], arms: Sequence[str],
-            references: Sequence[str], steps: Mapping[tuple[str, int], Mapping[int, float]] | None = None) -> dict[str, Any]:
+            references: Sequence[str], steps: Mapping[tuple[str, int], Mapping[int, float]]) -> dict[str, Any]:
     """Every table of the results page, from the records alone: ``builds`` are the warm-start records
     by weights digest, ``runs`` the run records by (arm, seed), ``steps`` each run's ``policy_steps``."""
     for (arm, seed), record in runs.items():
@@ -163,8 +163,8 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
         curves = [r["training_success"] for r in mine.values()]
         width = min(len(c) for c in curves)
         out["curves"][arm] = [sum(c[i] for c in curves) / len(curves) for i in range(width)]
-    out["runs"] = [_run_row(arm, seed, record, build_lists[record["warm_start_sha256"]], last.get((arm, seed), {}),
-                            (steps or {}).get((arm, seed), {}))
+    out["runs"] = [_run_row(arm, seed, record["training_success"], auc[arm].get(seed), steps[(arm, seed)],
+                            build_lists[record["warm_start_sha256"]], last.get((arm, seed), {}))
                    for arm in arms for (a, seed), record in sorted(runs.items()) if a == arm]
     for reference in references:
         if reference not in out["heldout"]:
@@ -180,8 +180,8 @@ def summary(builds: Mapping[str, Mapping], runs: Mapping[tuple[str, int], Mappin
     return out
 
 
-def _run_row(arm: str, seed: int, record: Mapping, warm: Mapping[str, list], after: Mapping[str, list],
-             steps: Mapping[int, float]) -> dict[str, Any]:
+def _run_row(arm: str, seed: int, training_success: list[float], auc: float | None, steps: Mapping[int, float],
+             warm: Mapping[str, list], after: Mapping[str, list]) -> dict[str, Any]:
     """One run at a glance: wins per held-out list (its warm-start build's, then its own), its training
     curve, and its largest policy step."""
     largest = max(steps.items(), key=lambda item: item[1], default=None)
@@ -189,8 +189,7 @@ def _run_row(arm: str, seed: int, record: Mapping, warm: Mapping[str, list], aft
             "wins": {name: {"warm": _wins(warm[name]), "after": _wins(after[name]),
                             "tasks": sum(1 for o in after[name] if o is not None)}
                      for name in sorted(set(warm) & set(after))},
-            "training_success": record["training_success"],
-            "auc": success_auc(record["training_success"]) if record["training_success"] else None,
+            "training_success": training_success, "auc": auc,
             "largest_step": None if largest is None else {"iteration": largest[0], "kl": largest[1]}}
 
 
